@@ -1,0 +1,38 @@
+# keylock — make test installs what the tests need (redis-server) and runs
+# vet + the race-enabled test suite; make bench runs the benchmarks.
+
+GO ?= go
+BENCHTIME ?= 2s
+
+.PHONY: test vet redis bench fuzz
+
+test: redis vet
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+vet:
+	$(GO) vet ./...
+
+# redis: make sure redis-server and redis-cli (for the cluster tests) are on PATH.
+redis:
+	@if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then \
+		echo "redis: $$(redis-server --version)"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "redis: installing redis-server with apt-get"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) || \
+			{ echo "redis: apt-get install redis-server failed" >&2; exit 1; }; \
+	elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1; then \
+		echo "redis: installing redis-server with sudo apt-get"; \
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	else \
+		echo "redis-server is not installed. Install Redis >= 6.2 (redis-server and redis-cli on PATH):" >&2; \
+		echo "  Debian/Ubuntu: sudo apt-get install redis-server" >&2; \
+		echo "  macOS:         brew install redis" >&2; \
+		echo "or point the single-node tests at a server with REDIS_ADDR=host:port" >&2; \
+		exit 1; \
+	fi
+
+bench: redis
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+fuzz:
+	$(GO) test ./core -run '^$$' -fuzz FuzzTemplateRender -fuzztime 30s

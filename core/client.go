@@ -1,0 +1,103 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client takes locks on one Redis deployment (single node, Sentinel or
+// Cluster, through any redis.UniversalClient). It owns one watchdog
+// goroutine that renews held locks and one pub/sub connection (opened on the
+// first wait) that wakes waiters. A Client is safe for concurrent use; share
+// one per process and Close it on shutdown.
+type Client struct {
+	rdb redis.UniversalClient
+	cfg config
+	id  string // random; prefixes owner and lease ids
+	seq atomic.Uint64
+
+	hub *hub
+
+	mu     sync.Mutex
+	closed bool
+	holds  map[string]*hold // renewed / deadline-watched holds by holdID
+
+	done chan struct{} // closed by Close
+	wg   sync.WaitGroup
+}
+
+// New returns a Client that takes locks through rdb. rdb stays the caller's:
+// Close does not close it. New panics if rdb is nil.
+func New(rdb redis.UniversalClient, opts ...Option) *Client {
+	if rdb == nil {
+		panic("keylock: core.New: nil redis client")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("keylock: core.New: no randomness for the client id: " + err.Error())
+	}
+	c := &Client{
+		rdb:   rdb,
+		cfg:   cfg,
+		id:    hex.EncodeToString(b[:]),
+		holds: make(map[string]*hold),
+		done:  make(chan struct{}),
+	}
+	c.hub = newHub(rdb, &c.wg)
+	c.wg.Add(1)
+	go c.watchdog()
+	return c
+}
+
+// Close stops renewals and the pub/sub connection and waits for the
+// Client's goroutines to exit. Locks still held are not released: they
+// expire with their lease, and their leases' contexts are cancelled with
+// cause ErrClosed. Waiting Lock calls return ErrClosed. Close is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	holds := c.holds
+	c.holds = make(map[string]*hold)
+	c.mu.Unlock()
+
+	close(c.done)
+	for _, h := range holds {
+		c.dropHold(h, ErrClosed)
+	}
+	c.hub.close()
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// newID returns an id unique to this client: "<client id>:<n>".
+func (c *Client) newID() string {
+	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 36)
+}
+
+// ownerFor returns ctx's owner, or a fresh one.
+func (c *Client) ownerFor(ctx context.Context) (string, error) {
+	if id, ok := OwnerFrom(ctx); ok {
+		return id, validateOwner(id)
+	}
+	return c.newID(), nil
+}

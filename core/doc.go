@@ -1,0 +1,50 @@
+// Package core is keylock's lock engine: distributed locks on Redis with
+// Redisson's semantics, made Go-native.
+//
+// A [Client] wraps any go-redis [redis.UniversalClient] (single node,
+// Sentinel or Cluster). It owns one watchdog goroutine that renews held
+// locks and one pub/sub connection that wakes waiters; [Client.Close] stops
+// both and waits for them.
+//
+// # Locks and leases
+//
+// [Client.Mutex] returns a reentrant mutex. Lock waits until the lock is
+// won or the context ends; TryLock makes one attempt. Both return a
+// [*Lease]: the proof of ownership, with a fencing token and a context that
+// is cancelled (cause [ErrLockLost]) the moment the lock can no longer be
+// trusted.
+//
+// # Owners and re-entry
+//
+// Go has no thread id, so the owner of a lock travels in the context.
+// [Lease.Context] carries the owner: code running under it that locks the
+// same name re-enters instead of deadlocking. [WithOwner] sets an owner
+// explicitly (e.g. one per job attempt). A context without an owner gets a
+// fresh one on each acquisition.
+//
+// # Leases and the watchdog
+//
+// Without [LeaseTime] a lock is held for the client's watchdog timeout
+// (default 30s) and renewed every third of it while held. With LeaseTime the
+// lock simply expires. Either way the lease's context is cancelled before
+// another client could take the lock: when a renewal finds the lock gone, or
+// when the local safety deadline (last confirmed renewal + lease − a drift
+// margin) passes without a successful renewal.
+//
+// # Waiting
+//
+// Waiters do not poll. They subscribe to the lock's channel and retry when
+// a release is published or when the holder's TTL runs out, whichever comes
+// first, so a lost message costs at most one TTL.
+//
+// # Keys
+//
+// All keys and the channel of one lock share one hash tag:
+//
+//	keylock:{<name>}          the lock (hash: owner → hold count, plus the token)
+//	keylock:{<name>}:fence    fencing-token counter
+//	keylock:{<name>}:rel:<id> short-lived release receipt (idempotent retries)
+//	keylock:{<name>}:ch       wake-up channel
+//
+// so every script runs on one Redis Cluster slot.
+package core

@@ -1,0 +1,56 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// protocol is one lock kind's conversation with Redis. The machinery shared
+// by every kind — owners, leases, the watchdog, pub/sub waiting, fencing
+// tokens, observer events — lives in Client and Lease and drives a protocol;
+// a new kind of lock only implements these methods and its scripts.
+type protocol interface {
+	// info names the lock for observers (Label and Owner are filled in).
+	info() LockInfo
+	// holdKey identifies what one owner holds, for the client's registry of
+	// renewed holds (e.g. the read and write side of an RW lock differ).
+	holdKey() string
+	// acquire makes one attempt for owner with the given lease.
+	acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error)
+	// renew queues one renewal on pipe; the reply is decoded by renewed.
+	renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd
+	// renewOne runs one renewal directly (used when a pipelined renewal hit
+	// NOSCRIPT). It reports whether the owner still holds the lock.
+	renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error)
+	// release gives back one hold; leaseID makes retries idempotent.
+	release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error)
+	// channel is the wake-up channel waiters subscribe to.
+	channel() string
+}
+
+// acquireReply is the decoded answer to one acquisition attempt.
+type acquireReply struct {
+	acquired bool
+	reentry  bool
+	token    uint64
+	// ttl is the holder's remaining lease when not acquired (<0: unknown).
+	ttl time.Duration
+}
+
+// releaseReply is the decoded answer to a release.
+type releaseReply struct {
+	held      bool // false: the owner did not hold the lock
+	remaining int64
+}
+
+// decodeRenew reads a renewal reply: 1 kept, 0 lost.
+func decodeRenew(cmd *redis.Cmd) (bool, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return false, err
+	}
+	n, err := toInt64(v)
+	return n == 1, err
+}

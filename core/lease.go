@@ -1,0 +1,96 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lease is one successful acquisition: the proof that its owner holds the
+// lock. Unlock it exactly once when done; Unlock may be retried after a
+// failure (a retried release whose reply was lost never releases twice).
+type Lease struct {
+	c        *Client
+	p        protocol
+	info     LockInfo
+	id       string
+	token    uint64
+	acquired time.Time
+	watchdog bool
+	lease    time.Duration
+
+	// ctx is the one context kept in a struct, deliberately: it is the
+	// lease's lifetime, handed to the code running under the lock.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex // serialises Unlock
+	released bool
+	hold     *hold // guarded by c.mu
+}
+
+// Context returns the lease's context. It carries the values of the context
+// the lock was taken with, and the owner, so locking the same name under it
+// re-enters. It is cancelled
+//   - with cause ErrLockLost as soon as the lock can no longer be trusted
+//     (a renewal found it gone, renewals kept failing until the local safety
+//     deadline, or a fixed LeaseTime is about to run out);
+//   - with cause ErrClosed when the Client is closed;
+//   - when the lease is released (Unlock), or when the parent context is.
+//
+// Use context.Cause(lease.Context()) to tell these apart.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Token returns the fencing token: strictly greater than every token handed
+// out before for this lock name, also across a Redis restart that lost all
+// data. A re-entry returns the token of the hold it re-entered. Pass it to
+// downstream stores so they can reject writes from a stale holder.
+func (l *Lease) Token() uint64 { return l.token }
+
+// Name returns the lock name.
+func (l *Lease) Name() string { return l.info.Name }
+
+// Owner returns the owner id the lock is held for.
+func (l *Lease) Owner() string { return l.info.Owner }
+
+// Kind returns the kind of lock held.
+func (l *Lease) Kind() Kind { return l.info.Kind }
+
+// Unlock releases this lease's hold. A reentrant lock is freed (and one
+// waiter woken) when its last hold is released. Unlock returns ErrNotHeld
+// when the lock was no longer held (lost, expired, or already released by
+// this lease), and an error matching ErrUnavailable when Redis could not be
+// reached — then the lease is still considered held and Unlock may be
+// retried. The lease's context is cancelled once Unlock has succeeded or
+// reported ErrNotHeld.
+func (l *Lease) Unlock(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return fmt.Errorf("%w: %q already released by this lease", ErrNotHeld, l.info.Name)
+	}
+	obs := l.c.cfg.observer
+	ev := ReleaseEvent{Lock: l.info, Lease: l}
+	if obs != nil {
+		ctx = obs.ReleaseStart(ctx, ev)
+	}
+	rep, err := l.p.release(ctx, l.info.Owner, l.id, l.c.holdLease(l))
+	if err != nil {
+		err = wrapRedis("release", l.info.Name, err)
+	} else {
+		l.released = true
+		l.c.removeLease(l)
+		l.cancel(context.Canceled)
+		if !rep.held {
+			err = fmt.Errorf("%w: %q", ErrNotHeld, l.info.Name)
+		}
+	}
+	if obs != nil {
+		ev.Held = time.Since(l.acquired)
+		ev.Released = err == nil && rep.remaining == 0
+		ev.Err = err
+		obs.ReleaseEnd(ctx, ev)
+	}
+	return err
+}

@@ -1,0 +1,114 @@
+package core
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// receiptTTL is how long a release receipt is kept: an Unlock whose reply
+// was lost can be retried for this long without releasing twice.
+const receiptTTL = 30 * time.Second
+
+// fenceTTL is how long a lock name's fencing counter outlives its last use.
+// After that the counter restarts from the server clock in microseconds,
+// which is still above every token it handed out (tokens track the clock).
+const fenceTTL = time.Hour
+
+// Mutex is a distributed reentrant mutex. Create it with Client.Mutex; it is
+// a cheap handle (no Redis call) and safe for concurrent use.
+type Mutex struct {
+	c    *Client
+	k    keys
+	kind Kind
+	err  error // invalid name: every call fails with it
+}
+
+// Mutex returns the reentrant mutex called name. The name must be non-empty,
+// at most MaxNameLen bytes, without '{' or '}'; otherwise every Lock and
+// TryLock fails with ErrInvalidName (nothing is sent to Redis).
+func (c *Client) Mutex(name string) *Mutex {
+	return &Mutex{c: c, k: newKeys(name), kind: KindMutex, err: validateName(name)}
+}
+
+// Name returns the lock name.
+func (m *Mutex) Name() string { return m.k.name }
+
+// Lock acquires the mutex, waiting until it is free or ctx ends (or the
+// WaitTimeout option expires). If ctx's owner already holds it, Lock
+// re-enters at once and returns a lease with the same fencing token.
+//
+// A failed wait returns an error matching ErrLocked (with the holder's TTL in
+// *LockedError) and, when ctx ended it, also ctx.Err(). The lease's context
+// derives from ctx: it carries ctx's values and the owner, and is cancelled
+// when ctx is, when the lease is released, or with cause ErrLockLost when the
+// lock is lost. Cancelling ctx does not release the lock: call Unlock.
+func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	return m.c.acquire(ctx, m, true, opts)
+}
+
+// TryLock makes one attempt to acquire the mutex. When another owner holds
+// it, TryLock returns an error matching ErrLocked at once.
+func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	return m.c.acquire(ctx, m, false, opts)
+}
+
+func (m *Mutex) info() LockInfo   { return LockInfo{Kind: m.kind, Name: m.k.name} }
+func (m *Mutex) holdKey() string  { return m.k.lock }
+func (m *Mutex) channel() string  { return m.k.ch }
+func ms(d time.Duration) string   { return strconv.FormatInt(d.Milliseconds(), 10) }
+func msDur(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func (m *Mutex) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
+	v, err := scriptMutexAcquire.run(ctx, m.c.rdb, []string{m.k.lock, m.k.fence},
+		owner, ms(lease), ms(fenceTTL)).Result()
+	if err != nil {
+		return acquireReply{}, err
+	}
+	return decodeAcquire(v)
+}
+
+// decodeAcquire reads the {status, value} reply shared by acquire scripts:
+// status 1 fresh (value = token), 2 re-entry (value = token), 0 busy
+// (value = holder's pttl in ms).
+func decodeAcquire(v any) (acquireReply, error) {
+	status, val, err := pair(v)
+	if err != nil {
+		return acquireReply{}, err
+	}
+	switch status {
+	case 1, 2:
+		return acquireReply{acquired: true, reentry: status == 2, token: uint64(val)}, nil
+	default:
+		return acquireReply{ttl: msDur(val)}, nil
+	}
+}
+
+func (m *Mutex) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
+	return scriptMutexRenew.EvalSha(ctx, pipe, []string{m.k.lock}, owner, ms(lease))
+}
+
+func (m *Mutex) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
+	return decodeRenew(scriptMutexRenew.run(ctx, m.c.rdb, []string{m.k.lock}, owner, ms(lease)))
+}
+
+func (m *Mutex) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+	v, err := scriptMutexRelease.run(ctx, m.c.rdb, []string{m.k.lock, m.k.receipt(leaseID)},
+		owner, ms(lease), m.k.ch, ms(receiptTTL)).Result()
+	if err != nil {
+		return releaseReply{}, err
+	}
+	n, err := toInt64(v)
+	if err != nil {
+		return releaseReply{}, err
+	}
+	return releaseReply{held: n >= 0, remaining: n}, nil
+}

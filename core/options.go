@@ -1,0 +1,98 @@
+package core
+
+import (
+	"fmt"
+	"time"
+)
+
+// DefaultWatchdogTimeout is the lease of a lock taken without LeaseTime; the
+// watchdog renews it every third of that while the lock is held.
+const DefaultWatchdogTimeout = 30 * time.Second
+
+// Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	watchdogTimeout time.Duration
+	observer        Observer
+	releaseTimeout  time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		watchdogTimeout: DefaultWatchdogTimeout,
+		releaseTimeout:  5 * time.Second,
+	}
+}
+
+// WithWatchdogTimeout sets the lease of locks taken without LeaseTime.
+// While such a lock is held it is renewed every d/3. Default 30s. It panics
+// if d is shorter than 10ms (a programming error).
+func WithWatchdogTimeout(d time.Duration) Option {
+	if d < 10*time.Millisecond {
+		panic(fmt.Sprintf("keylock: WithWatchdogTimeout(%s): must be at least 10ms", d))
+	}
+	return func(c *config) { c.watchdogTimeout = d }
+}
+
+// WithObserver installs an observer that is told about every acquire, wait,
+// renewal, release and loss (see package tracing for an OpenTelemetry one).
+// Default: none, which costs nothing.
+func WithObserver(o Observer) Option {
+	return func(c *config) { c.observer = o }
+}
+
+// LockOption configures one acquisition.
+type LockOption func(*lockConfig)
+
+type lockConfig struct {
+	leaseTime   time.Duration // 0: watchdog
+	waitTimeout time.Duration // 0: until ctx ends
+	label       string
+	err         error
+}
+
+// LeaseTime makes the lock expire d after it was acquired, with no renewal.
+// The lease's context is cancelled with ErrLockLost just before that.
+// Default: no fixed lease; the watchdog keeps the lock while it is held.
+// A non-positive d makes the acquisition fail with ErrInvalidOption.
+func LeaseTime(d time.Duration) LockOption {
+	return func(c *lockConfig) {
+		if d <= 0 {
+			c.err = fmt.Errorf("%w: LeaseTime(%s) must be positive", ErrInvalidOption, d)
+			return
+		}
+		c.leaseTime = d
+	}
+}
+
+// WaitTimeout bounds how long Lock waits for a busy lock, independently of
+// the context (which the lease's context inherits, so bounding the wait with
+// the context would also bound the work done under the lock). When the wait
+// times out, Lock returns an error matching ErrLocked (not a context error).
+// Default: wait until the context ends. A non-positive d makes the
+// acquisition fail with ErrInvalidOption.
+func WaitTimeout(d time.Duration) LockOption {
+	return func(c *lockConfig) {
+		if d <= 0 {
+			c.err = fmt.Errorf("%w: WaitTimeout(%s) must be positive", ErrInvalidOption, d)
+			return
+		}
+		c.waitTimeout = d
+	}
+}
+
+// Label names the lock for observers with a low-cardinality label, such as
+// the key template the name was rendered from. Default: empty (observers
+// then know only the name).
+func Label(s string) LockOption {
+	return func(c *lockConfig) { c.label = s }
+}
+
+func buildLockConfig(opts []LockOption) lockConfig {
+	var lc lockConfig
+	for _, o := range opts {
+		o(&lc)
+	}
+	return lc
+}

@@ -1,0 +1,85 @@
+package core
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+// script is one embedded Lua script. Calls use EVALSHA and fall back to EVAL
+// when the server answers NOSCRIPT (first use, or after a restart or SCRIPT
+// FLUSH), so no call ever fails for a script that is not loaded yet.
+type script struct {
+	name string
+	*redis.Script
+}
+
+func loadScript(name string) *script {
+	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(fmt.Sprintf("keylock: embedded script %s: %v", name, err))
+	}
+	return &script{name: name, Script: redis.NewScript(string(src))}
+}
+
+// allScripts lists every embedded script, for tests that load them all.
+var allScripts = map[string]*script{}
+
+func registerScript(name string) *script {
+	s := loadScript(name)
+	allScripts[name] = s
+	return s
+}
+
+var (
+	scriptMutexAcquire = registerScript("mutex_acquire")
+	scriptMutexRelease = registerScript("mutex_release")
+	scriptMutexRenew   = registerScript("mutex_renew")
+)
+
+// run executes the script (EVALSHA, then EVAL on NOSCRIPT).
+func (s *script) run(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.Run(ctx, rdb, keys, args...)
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// toInt64 decodes an integer that a script returned as an integer or a string.
+func toInt64(v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case string:
+		return strconv.ParseInt(x, 10, 64)
+	case nil:
+		return 0, fmt.Errorf("nil reply")
+	default:
+		return 0, fmt.Errorf("unexpected reply type %T", v)
+	}
+}
+
+// pair decodes a two-element {int, int} script reply.
+func pair(v any) (int64, int64, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return 0, 0, fmt.Errorf("unexpected reply %v", v)
+	}
+	a, err := toInt64(arr[0])
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := toInt64(arr[1])
+	if err != nil {
+		return 0, 0, err
+	}
+	return a, b, nil
+}

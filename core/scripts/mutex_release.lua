@@ -1,0 +1,31 @@
+-- mutex_release: give back one hold of a reentrant mutex, idempotently.
+--
+-- KEYS[1]  lock hash: owner id -> hold count
+-- KEYS[2]  release receipt of this lease (string, kept ARGV[4] ms)
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds, re-applied while holds remain
+-- ARGV[3]  wake-up channel
+-- ARGV[4]  receipt TTL in milliseconds
+--
+-- Returns n >= 0  holds the owner still has (0: the lock was deleted and one
+--                 wake-up published on ARGV[3])
+--         -1      the owner does not hold the lock
+--
+-- A retry of a release whose reply was lost finds the receipt and returns
+-- the first answer instead of releasing a second hold.
+local done = redis.call('get', KEYS[2])
+if done then
+  return tonumber(done)
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return -1
+end
+local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+if n > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+else
+  redis.call('del', KEYS[1])
+  redis.call('publish', ARGV[3], '1')
+end
+redis.call('set', KEYS[2], n, 'px', ARGV[4])
+return n

@@ -1,0 +1,230 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// hold is what one owner holds of one lock on this Client: one or more
+// leases (re-entries) sharing one Redis-side lease. The Client keeps every
+// hold in a registry; the watchdog renews the holds taken without LeaseTime,
+// and each hold's timer cancels its leases at the local safety deadline.
+type hold struct {
+	id       string
+	p        protocol
+	info     LockInfo
+	lease    time.Duration
+	watchdog bool
+	deadline time.Time // local safety deadline: stop believing before Redis expires it
+	timer    *time.Timer
+	leases   []*Lease
+	gone     bool
+}
+
+// driftMargin is subtracted from every lease to get the local safety
+// deadline: it covers clock-rate drift between this process and Redis and
+// the time a reply takes to arrive (1% of the lease + 2ms, as in Redlock).
+func driftMargin(lease time.Duration) time.Duration {
+	return lease/100 + 2*time.Millisecond
+}
+
+// addLease registers a lease acquired at sent (the moment the acquire was
+// sent, which Redis's lease cannot start before). It reports false when the
+// Client was closed meanwhile.
+func (c *Client) addLease(l *Lease, sent time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	deadline := sent.Add(l.lease - driftMargin(l.lease))
+	id := l.p.holdKey() + "\x00" + l.info.Owner
+	h := c.holds[id]
+	if h == nil {
+		h = &hold{id: id, p: l.p, info: l.info, lease: l.lease, watchdog: l.watchdog, deadline: deadline}
+		h.timer = time.AfterFunc(time.Until(deadline), func() { c.checkDeadline(h) })
+		c.holds[id] = h
+	} else {
+		if l.watchdog && !h.watchdog {
+			h.watchdog, h.lease = true, l.lease
+		}
+		if deadline.After(h.deadline) {
+			h.deadline = deadline
+		}
+	}
+	h.leases = append(h.leases, l)
+	l.hold = h
+	return true
+}
+
+// holdLease is the lease to re-apply when one of several holds is released.
+func (c *Client) holdLease(l *Lease) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.hold != nil {
+		return l.hold.lease
+	}
+	return l.lease
+}
+
+// removeLease forgets a released lease; the last one out ends its hold.
+func (c *Client) removeLease(l *Lease) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := l.hold
+	if h == nil {
+		return
+	}
+	for i, x := range h.leases {
+		if x == l {
+			h.leases = append(h.leases[:i], h.leases[i+1:]...)
+			break
+		}
+	}
+	if len(h.leases) == 0 && !h.gone {
+		c.detach(h)
+	}
+}
+
+// detach takes h out of the registry and stops its timer. c.mu is held.
+func (c *Client) detach(h *hold) []*Lease {
+	h.gone = true
+	h.timer.Stop()
+	if c.holds[h.id] == h {
+		delete(c.holds, h.id)
+	}
+	return h.leases
+}
+
+// checkDeadline runs on h's timer: past the safety deadline the hold is lost.
+func (c *Client) checkDeadline(h *hold) {
+	c.mu.Lock()
+	if h.gone {
+		c.mu.Unlock()
+		return
+	}
+	if left := time.Until(h.deadline); left > 0 {
+		h.timer.Reset(left) // renewed meanwhile
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.lose(h, ErrLockLost)
+}
+
+// lose cancels every lease of h with cause and tells the observer.
+func (c *Client) lose(h *hold, cause error) {
+	c.mu.Lock()
+	if h.gone {
+		c.mu.Unlock()
+		return
+	}
+	leases := append([]*Lease(nil), c.detach(h)...)
+	c.mu.Unlock()
+	c.signalLost(leases, cause)
+}
+
+// dropHold is lose for a hold already taken out of the registry (Close).
+func (c *Client) dropHold(h *hold, cause error) {
+	c.mu.Lock()
+	leases := append([]*Lease(nil), c.detach(h)...)
+	c.mu.Unlock()
+	c.signalLost(leases, cause)
+}
+
+func (c *Client) signalLost(leases []*Lease, cause error) {
+	for _, l := range leases {
+		l.cancel(cause)
+		if obs := c.cfg.observer; obs != nil {
+			obs.Lost(l.ctx, LostEvent{Lock: l.info, Lease: l, Held: time.Since(l.acquired), Cause: cause})
+		}
+	}
+}
+
+// watchdog is the Client's one renewal loop: every watchdog timeout / 3 it
+// renews all holds taken without LeaseTime in one pipeline (go-redis splits
+// it per node on a Cluster).
+func (c *Client) watchdog() {
+	defer c.wg.Done()
+	interval := c.cfg.watchdogTimeout / 3
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			c.renewAll(interval)
+		}
+	}
+}
+
+type renewal struct {
+	h   *hold
+	cmd *redis.Cmd
+}
+
+func (c *Client) renewAll(budget time.Duration) {
+	c.mu.Lock()
+	var batch []renewal
+	for _, h := range c.holds {
+		if h.watchdog {
+			batch = append(batch, renewal{h: h})
+		}
+	}
+	c.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	// The pipeline is bounded by the renewal interval; a renewal that cannot
+	// finish in time simply counts as failed (the deadline timers do the rest).
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	sent := time.Now()
+	pipe := c.rdb.Pipeline()
+	for i := range batch {
+		h := batch[i].h
+		batch[i].cmd = h.p.renew(ctx, pipe, h.info.Owner, h.lease)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, r := range batch {
+		ok, err := decodeRenew(r.cmd)
+		if isNoScript(err) {
+			ok, err = r.h.p.renewOne(ctx, r.h.info.Owner, r.h.lease)
+		}
+		c.renewed(r.h, sent, ok, err)
+	}
+}
+
+// renewed applies one renewal's outcome to h.
+func (c *Client) renewed(h *hold, sent time.Time, ok bool, err error) {
+	c.mu.Lock()
+	if h.gone {
+		c.mu.Unlock()
+		return
+	}
+	if err == nil && ok {
+		if d := sent.Add(h.lease - driftMargin(h.lease)); d.After(h.deadline) {
+			h.deadline = d
+		}
+	}
+	var first *Lease
+	if len(h.leases) > 0 {
+		first = h.leases[0]
+	}
+	c.mu.Unlock()
+
+	if err == nil && !ok {
+		err = ErrLockLost
+	} else if err != nil {
+		err = wrapRedis("renew", h.info.Name, err)
+	}
+	if obs := c.cfg.observer; obs != nil && first != nil {
+		obs.Renew(first.ctx, RenewEvent{Lock: h.info, Lease: first, Err: err})
+	}
+	if err == ErrLockLost {
+		c.lose(h, ErrLockLost)
+	}
+}
