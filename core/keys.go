@@ -6,7 +6,7 @@ import (
 )
 
 // MaxNameLen is the longest lock name accepted, in bytes.
-const MaxNameLen = 1024
+const MaxNameLen = 2048
 
 // keyPrefix starts every key keylock writes.
 const keyPrefix = "keylock:{"

@@ -315,6 +315,9 @@ func (t *Template) AppendRender(dst []byte, r Resolver) ([]byte, error) {
 		}
 		dst = appendEncoded(dst, v)
 		dst = append(dst, t.lits[i+1]...)
+		if len(dst)-start > MaxNameLen {
+			return dst[:start], &KeyError{Placeholder: p, Reason: fmt.Sprintf("rendered key longer than %d bytes", MaxNameLen)}
+		}
 	}
 	return dst, nil
 }
