@@ -79,6 +79,7 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
+	c.loadScripts(actx)
 	var waitUntil time.Time
 	if waitTimeout > 0 {
 		waitUntil = a.start.Add(waitTimeout)

@@ -24,6 +24,8 @@ type Client struct {
 
 	hub *hub
 
+	scriptsOnce sync.Once // SCRIPT LOAD of every script before the first call
+
 	mu     sync.Mutex
 	closed bool
 	holds  map[string]*hold // renewed / deadline-watched holds by holdID
@@ -92,6 +94,24 @@ func (c *Client) isClosed() bool {
 // newID returns an id unique to this client: "<client id>:<n>".
 func (c *Client) newID() string {
 	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 36)
+}
+
+// loadScripts loads every embedded script once per Client (on Cluster,
+// go-redis sends SCRIPT LOAD to every master), so that not even the first
+// call of a script depends on the EVALSHA → NOSCRIPT → EVAL fallback. That
+// matters for releases: a release whose reply is lost must have run exactly
+// once, not have bounced off NOSCRIPT. Failures are ignored here: the
+// fallback still covers a server that restarted or flushed its scripts.
+func (c *Client) loadScripts(ctx context.Context) {
+	c.scriptsOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
+		defer cancel()
+		for _, s := range allScripts {
+			if err := s.Load(ctx, c.rdb).Err(); err != nil {
+				return
+			}
+		}
+	})
 }
 
 // ownerFor returns ctx's owner, or a fresh one.
