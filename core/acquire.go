@@ -119,10 +119,12 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		}
 		d := rep.ttl
 		switch {
-		case d < -1: // the key vanished between the checks: retry now
+		case d < -time.Millisecond: // the key vanished between the checks: retry now
 			continue
-		case d <= 0:
+		case d < 0: // the key has no expiry
 			d = noTTLWait
+		default: // retry just after the holder's lease ends
+			d += time.Millisecond
 		}
 		if !waitUntil.IsZero() {
 			left := time.Until(waitUntil)

@@ -106,11 +106,19 @@ func (c *Client) loadScripts(ctx context.Context) {
 	c.scriptsOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 		defer cancel()
-		for _, s := range allScripts {
-			if err := s.Load(ctx, c.rdb).Err(); err != nil {
-				return
+		if _, ok := c.rdb.(*redis.ClusterClient); ok {
+			for _, s := range allScripts { // each call goes to every master
+				if err := s.Load(ctx, c.rdb).Err(); err != nil {
+					return
+				}
 			}
+			return
 		}
+		pipe := c.rdb.Pipeline()
+		for _, s := range allScripts {
+			s.Load(ctx, pipe)
+		}
+		_, _ = pipe.Exec(ctx)
 	})
 }
 

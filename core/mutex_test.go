@@ -260,8 +260,8 @@ func TestWonAsContextEndsIsReleased(t *testing.T) {
 	srv, rdb := single(t)
 	proxy := redistestProxy(t, srv.Addr())
 	c := newLocks(t, proxyClient(t, proxy.Addr(), 5*time.Second))
-	proxy.Delay(200 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	proxy.Delay(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := c.Mutex("late").Lock(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
