@@ -116,7 +116,9 @@ func (c *Client) loadScripts(ctx context.Context) {
 		}
 		pipe := c.rdb.Pipeline()
 		for _, s := range allScripts {
-			s.Load(ctx, pipe)
+			// pipe.ScriptLoad, not s.Load: Script.Load would record the
+			// pipeline's still-empty reply as the script's hash.
+			pipe.ScriptLoad(ctx, s.src)
 		}
 		_, _ = pipe.Exec(ctx)
 	})

@@ -18,6 +18,7 @@ var scriptFS embed.FS
 // FLUSH), so no call ever fails for a script that is not loaded yet.
 type script struct {
 	name string
+	src  string
 	*redis.Script
 }
 
@@ -26,7 +27,7 @@ func loadScript(name string) *script {
 	if err != nil {
 		panic(fmt.Sprintf("keylock: embedded script %s: %v", name, err))
 	}
-	return &script{name: name, Script: redis.NewScript(string(src))}
+	return &script{name: name, src: string(src), Script: redis.NewScript(string(src))}
 }
 
 // allScripts lists every embedded script, for tests that load them all.
