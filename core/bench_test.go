@@ -1,0 +1,188 @@
+package core_test
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkMutexUncontended is one Lock + Unlock of a free lock (two round
+// trips), to compare with BenchmarkBareSetNX in the same run.
+func BenchmarkMutexUncontended(b *testing.B) {
+	_, rdb := single(b)
+	c := newLocks(b, rdb)
+	m := c.Mutex("bench")
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// compareAndDelete is the release half of the bare baseline lock.
+var compareAndDelete = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
+
+// BenchmarkBareSetNX is the hand-rolled lock keylock replaces: SET NX PX
+// with a random value, released by a compare-and-delete script. No
+// re-entry, no renewal, no fencing, no wake-ups.
+func BenchmarkBareSetNX(b *testing.B) {
+	_, rdb := single(b)
+	ctx := context.Background()
+	if err := compareAndDelete.Load(ctx, rdb).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		v := strconv.Itoa(i)
+		ok, err := rdb.SetNX(ctx, "bare", v, 30*time.Second).Result()
+		if err != nil || !ok {
+			b.Fatalf("SET NX: %v %v", ok, err)
+		}
+		if err := compareAndDelete.Run(ctx, rdb, []string{"bare"}, v).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// waitSignal is an observer that reports wait rounds on a channel.
+type waitSignal struct {
+	countingObserver
+	waiting chan int
+}
+
+func (o *waitSignal) Wait(ctx context.Context, e core.WaitEvent) {
+	select {
+	case o.waiting <- e.Attempt:
+	default:
+	}
+}
+
+// BenchmarkHandoff measures the contended handoff between two clients: from
+// the holder's Unlock call to the moment the waiter (blocked in Lock,
+// subscribed) holds the lock. Reported as p50/p99 in microseconds.
+func BenchmarkHandoff(b *testing.B) {
+	_, rdb := single(b)
+	holder := newLocks(b, rdb)
+	obs := &waitSignal{waiting: make(chan int, 16)}
+	waiter := newLocks(b, rdb, core.WithObserver(obs))
+	ctx := context.Background()
+	handoffs := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := holder.Mutex("handoff").Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			w, err := waiter.Mutex("handoff").Lock(ctx)
+			if err != nil {
+				b.Error(err)
+				close(got)
+				return
+			}
+			got <- time.Now()
+			_ = w.Unlock(ctx)
+			close(got)
+		}()
+		for attempt := range obs.waiting { // wait until subscribed and waiting
+			if attempt >= 2 {
+				break
+			}
+		}
+		t0 := time.Now()
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1, ok := <-got
+		if !ok {
+			b.Fatal("waiter failed")
+		}
+		handoffs = append(handoffs, t1.Sub(t0))
+		<-got
+	}
+	b.StopTimer()
+	sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
+	b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(handoffs[len(handoffs)*99/100].Microseconds()), "p99-µs")
+}
+
+// commandCalls sums INFO commandstats calls of the named commands.
+func commandCalls(b *testing.B, rdb *redis.Client, names ...string) int64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		for _, name := range names {
+			prefix := "cmdstat_" + name + ":calls="
+			if strings.HasPrefix(line, prefix) {
+				v, _ := strconv.ParseInt(strings.SplitN(line[len(prefix):], ",", 2)[0], 10, 64)
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// BenchmarkContended8 runs critical sections with 8 contenders (4
+// goroutines on each of 2 clients) and reports the Redis commands the
+// clients sent per critical section (from INFO commandstats: EVALSHA, EVAL,
+// SUBSCRIBE, UNSUBSCRIBE) and the commands the scripts ran inside Redis.
+func BenchmarkContended8(b *testing.B) {
+	srv, rdb := single(b)
+	clients := []*core.Client{newLocks(b, srv.NewClient(b)), newLocks(b, srv.NewClient(b))}
+	ctx := context.Background()
+	// Warm up: scripts loaded, connections open.
+	for _, c := range clients {
+		l, _ := c.Mutex("c8").Lock(ctx)
+		_ = l.Unlock(ctx)
+	}
+	rdb.ConfigResetStat(ctx)
+	sent := []string{"evalsha", "eval", "subscribe", "unsubscribe"}
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for g := 0; g < 8; g++ {
+		c := clients[g%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := c.Mutex("c8")
+			for left.Add(-1) >= 0 {
+				l, err := m.Lock(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	cs := float64(b.N)
+	b.ReportMetric(float64(commandCalls(b, rdb, sent...))/cs, "cmds/cs")
+	b.ReportMetric(float64(commandCalls(b, rdb, "publish"))/cs, "publish/cs")
+}
