@@ -75,7 +75,8 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if obs != nil {
 		ctx = obs.ReleaseStart(ctx, ev)
 	}
-	rep, err := l.p.release(ctx, l.info.Owner, l.id, l.c.holdLease(l))
+	rep, err := l.p.release(ctx, l.info.Owner, l.id, l.c.releaseStarted(l))
+	l.c.releaseDone(l)
 	if err != nil {
 		err = wrapRedis("release", l.info.Name, err)
 	} else {

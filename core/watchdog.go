@@ -21,6 +21,9 @@ type hold struct {
 	timer    *time.Timer
 	leases   []*Lease
 	gone     bool
+	// releasing counts Unlocks in flight: a renewal that finds the lock
+	// gone meanwhile is the release landing first, not a loss.
+	releasing int
 }
 
 // driftMargin is subtracted from every lease to get the local safety
@@ -59,14 +62,23 @@ func (c *Client) addLease(l *Lease, sent time.Time) bool {
 	return true
 }
 
-// holdLease is the lease to re-apply when one of several holds is released.
-func (c *Client) holdLease(l *Lease) time.Duration {
+// releaseStarted and releaseDone bracket an Unlock in flight.
+func (c *Client) releaseStarted(l *Lease) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.hold == nil {
+		return l.lease
+	}
+	l.hold.releasing++
+	return l.hold.lease
+}
+
+func (c *Client) releaseDone(l *Lease) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l.hold != nil {
-		return l.hold.lease
+		l.hold.releasing--
 	}
-	return l.lease
 }
 
 // removeLease forgets a released lease; the last one out ends its hold.
@@ -225,6 +237,11 @@ func (c *Client) renewed(h *hold, sent time.Time, ok bool, err error) {
 		obs.Renew(first.ctx, RenewEvent{Lock: h.info, Lease: first, Err: err})
 	}
 	if err == ErrLockLost {
-		c.lose(h, ErrLockLost)
+		c.mu.Lock()
+		releasing := h.releasing > 0
+		c.mu.Unlock()
+		if !releasing {
+			c.lose(h, ErrLockLost)
+		}
 	}
 }
