@@ -101,8 +101,12 @@ func (m *Mutex) renewOne(ctx context.Context, owner string, lease time.Duration)
 }
 
 func (m *Mutex) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
-	v, err := scriptMutexRelease.run(ctx, m.c.rdb, []string{m.k.lock, m.k.receipt(leaseID)},
-		owner, ms(lease), m.k.ch, ms(receiptTTL)).Result()
+	pub, err := m.c.hub.publishCommand(ctx)
+	if err != nil {
+		return releaseReply{}, err
+	}
+	v, err := scriptMutexRelease.run(ctx, m.c.rdb, []string{m.k.lock, m.k.receipt(leaseID), m.k.ch},
+		owner, ms(lease), pub, ms(receiptTTL)).Result()
 	if err != nil {
 		return releaseReply{}, err
 	}

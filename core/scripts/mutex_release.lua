@@ -2,13 +2,14 @@
 --
 -- KEYS[1]  lock hash: owner id -> hold count
 -- KEYS[2]  release receipt of this lease (string, kept ARGV[4] ms)
+-- KEYS[3]  wake-up channel (in KEYS so that Cluster routes it with the lock)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds, re-applied while holds remain
--- ARGV[3]  wake-up channel
+-- ARGV[3]  publish command: 'publish', or 'spublish' (sharded pub/sub)
 -- ARGV[4]  receipt TTL in milliseconds
 --
 -- Returns n >= 0  holds the owner still has (0: the lock was deleted and one
---                 wake-up published on ARGV[3])
+--                 wake-up published on KEYS[3])
 --         -1      the owner does not hold the lock
 --
 -- A retry of a release whose reply was lost finds the receipt and returns
@@ -25,7 +26,7 @@ if n > 0 then
   redis.call('pexpire', KEYS[1], ARGV[2])
 else
   redis.call('del', KEYS[1])
-  redis.call('publish', ARGV[3], '1')
+  redis.call(ARGV[3], KEYS[3], '1')
 end
 redis.call('set', KEYS[2], n, 'px', ARGV[4])
 return n
