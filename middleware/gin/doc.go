@@ -1,0 +1,78 @@
+// Package ginlock puts a distributed lock, keyed by the request, in front of
+// gin routes:
+//
+//	r.POST("/seckill/:item/buy",
+//		ginlock.Middleware(locks, "seckill:{path.item}:{header.X-User-ID}"),
+//		buy)
+//
+// For each request the middleware renders the key template, takes the lock
+// of that name through core (a reentrant mutex by default; see WithKind),
+// runs the rest of the chain while holding it, and releases it. Two
+// requests with the same key never run the handler at the same time, across
+// every process that shares the Redis deployment; requests with different
+// keys do not wait for each other.
+//
+// # Key templates
+//
+// A template is literal text plus placeholders, parsed and checked once
+// when the middleware is built (see core.ParseTemplate for the syntax and
+// the encoding that keeps keys unambiguous). The placeholders are:
+//
+//	{path.item}        route parameter :item (c.Params)
+//	{query.page}       first value of query parameter page
+//	{header.X-User-ID} first value of a request header
+//	{json.order.id}    a value in the JSON request body (see below)
+//	{ctx.user}         a value an earlier middleware put with c.Set
+//	                   (string, fmt.Stringer, or string or integer kind)
+//	{route}            the route pattern, c.FullPath(): "/seckill/:item/buy"
+//	{method}           the HTTP method
+//	{name}, {name.x}   a function registered with WithSource
+//
+// {json.a.b.0} reads the body (at most WithMaxBodyBytes, default 64 KiB),
+// walks objects by key and arrays by index, and puts the body back so the
+// handler can bind it again. Strings give their content, numbers their JSON
+// text (1 and 1.0 are different keys), booleans "true" or "false"; null is
+// missing, objects and arrays are refused. Keys match exactly, and an object
+// with two keys equal under case folding is refused, because
+// encoding/json's binding matches keys case-insensitively and keeps the last
+// duplicate: the lock must be taken for the value the handler will use.
+//
+// A missing, empty or oversized (over core.MaxKeyValueLen bytes) value is
+// the client's error: 400 with a JSON body naming the placeholder.
+//
+// # Responses
+//
+//	lock taken                        the chain runs; the lock is released after it
+//	key busy (after WithWait)         409 Conflict, Retry-After, {"error":"locked",…}
+//	semaphore full (Semaphore(n))     429 Too Many Requests, Retry-After, {"error":"concurrency_limit",…}
+//	key value missing or bad          400 Bad Request, {"error":"invalid_key","placeholder":…}
+//	Redis unreachable                 503 Service Unavailable (or the chain runs unlocked: WithFailOpen)
+//	request deadline hit while waiting 504 Gateway Timeout
+//	client gone while waiting         499, no body
+//
+// WithBusyHandler and WithErrorHandler replace the bodies. Every failure is
+// also recorded with c.Error (type gin.ErrorTypePrivate) for logging.
+//
+// # While the handler runs
+//
+// c.Request carries the lease's context (core.Lease.Context): it is
+// cancelled with cause core.ErrLockLost if the lock is lost (so long work
+// stops before someone else gets the lock), and it carries the lock's owner,
+// so locking the same name under it re-enters instead of deadlocking. Use
+// c.Request.Context(), not c itself, as the context (gin.Context only
+// forwards to the request's context with gin.Engine.ContextWithFallback).
+// LeaseFrom gives the lease, e.g. for its fencing token. The original
+// c.Request is restored when the chain returns.
+//
+// The lock is then released with a fresh context (the request's values
+// without its cancellation, bounded by WithReleaseTimeout), so it is given
+// back even when the client has gone away or the lock was lost; a failed
+// release is recorded with c.Error.
+//
+// # Trade-offs
+//
+// The lock is as strong as core's: a Redis failover without WAIT can lose
+// it, and the handler is told only through its context. Writes that must
+// never overlap should carry the lease's fencing token to the store.
+// With WithFailOpen(true) the handler runs unprotected while Redis is down.
+package ginlock
