@@ -1,0 +1,144 @@
+package asynqlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core"
+	asynqlock "github.com/keylock/keylock/jobs/asynq"
+)
+
+// offlineClient is a core.Client whose Redis is never contacted.
+func offlineClient(t *testing.T) *core.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	c := core.New(rdb)
+	t.Cleanup(func() {
+		_ = c.Close()
+		_ = rdb.Close()
+	})
+	return c
+}
+
+var noop = asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+
+// A bad configuration is a start-up error naming the offending part; the
+// Must-style constructors panic with the same message.
+func TestConfigErrors(t *testing.T) {
+	locks := offlineClient(t)
+	src := func(context.Context, *asynq.Task) (string, bool) { return "x", true }
+
+	for _, tc := range []struct {
+		name     string
+		template string // for Wrap; "" means Middleware with opts
+		opts     []asynqlock.Option
+		want     string
+	}{
+		{"bad template", "order:{payload.id", nil, `unclosed '{' at offset 6`},
+		{"unknown source", "order:{body.id}", nil, `placeholder {body.id}: unknown source "body"`},
+		{"payload without path", "order:{payload}", nil, `placeholder {payload}: needs a JSON path`},
+		{"empty path segment", "order:{payload.a..b}", nil, `empty segment in the JSON path "a..b"`},
+		{"type with name", "t:{type.x}", nil, `placeholder {type.x}: takes no name`},
+		{"queue with name", "q:{queue.x}", nil, `placeholder {queue.x}: takes no name`},
+		{"custom with name", "c:{tenant.x}", []asynqlock.Option{asynqlock.WithSource("tenant", src)}, `custom source "tenant" takes no name`},
+		{"custom bad name", "c:{x}", []asynqlock.Option{asynqlock.WithSource("Tenant", src)}, `WithSource("Tenant"): a source name must match`},
+		{"custom built-in", "c:{x}", []asynqlock.Option{asynqlock.WithSource("payload", src)}, `"payload" is a built-in source`},
+		{"custom nil", "c:{x}", []asynqlock.Option{asynqlock.WithSource("x", nil)}, `WithSource("x"): nil function`},
+		{"lease time", "k", []asynqlock.Option{asynqlock.WithLeaseTime(0)}, `WithLeaseTime(0s): must be positive`},
+		{"wait", "k", []asynqlock.Option{asynqlock.OnBusyWait(-time.Second)}, `OnBusyWait(-1s): must be positive`},
+		{"retry delay", "k", []asynqlock.Option{asynqlock.OnBusyRetry(-time.Second)}, `OnBusyRetry(-1s): must not be negative`},
+		{"release timeout", "k", []asynqlock.Option{asynqlock.WithReleaseTimeout(0)}, `WithReleaseTimeout(0s): must be positive`},
+		{"semaphore without permits", "k", []asynqlock.Option{asynqlock.WithKind(core.Spec{Kind: core.KindSemaphore})}, `positive permit count`},
+		{"unknown kind", "k", []asynqlock.Option{asynqlock.WithKind(core.Spec{Kind: core.KindRedLock})}, `cannot be used as a Locker`},
+		{"WithTask in Wrap", "k", []asynqlock.Option{asynqlock.WithTask("a", "k")}, `WithTask("a") is for Middleware`},
+
+		{"no rules", "", nil, `no WithTask rule`},
+		{"duplicate rule", "", []asynqlock.Option{asynqlock.WithTask("a", "k"), asynqlock.WithTask("a", "k")}, `WithTask("a") given twice`},
+		{"nested rule", "", []asynqlock.Option{asynqlock.WithTask("a", "k", asynqlock.WithTask("b", "k"))}, `WithTask("b") cannot be nested`},
+		{"empty task type", "", []asynqlock.Option{asynqlock.WithTask("", "k")}, `WithTask: empty task type`},
+		{"rule template", "", []asynqlock.Option{asynqlock.WithTask("a", "k:{nope}")}, `WithTask("a"): keylock: template "k:{nope}": placeholder {nope}: unknown source "nope"`},
+		{"rule option", "", []asynqlock.Option{asynqlock.WithTask("a", "k", asynqlock.WithLeaseTime(-1))}, `WithTask("a"): WithLeaseTime(-1ns): must be positive`},
+		{"rule-scoped source is not global", "", []asynqlock.Option{
+			asynqlock.WithTask("a", "{s}", asynqlock.WithSource("s", src)),
+			asynqlock.WithTask("b", "{s}"),
+		}, `WithTask("b"): keylock: template "{s}": placeholder {s}: unknown source "s"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			var build func()
+			if tc.template != "" {
+				_, err = asynqlock.NewHandler(noop, locks, tc.template, tc.opts...)
+				build = func() { asynqlock.Wrap(noop, locks, tc.template, tc.opts...) }
+			} else {
+				_, err = asynqlock.NewMiddleware(locks, tc.opts...)
+				build = func() { asynqlock.Middleware(locks, tc.opts...) }
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "asynqlock: ") {
+				t.Fatalf("got error %v, want one starting with asynqlock: and containing %q", err, tc.want)
+			}
+			if got := panicOf(build); got != err.Error() {
+				t.Errorf("Must-style constructor: got panic %v, want %q", got, err.Error())
+			}
+		})
+	}
+}
+
+func panicOf(f func()) (v any) {
+	defer func() { v = recover() }()
+	f()
+	return nil
+}
+
+// Per-task options override the shared ones; a valid Middleware builds.
+func TestConfigLayering(t *testing.T) {
+	locks := offlineClient(t)
+	src := func(context.Context, *asynq.Task) (string, bool) { return "x", true }
+	_, err := asynqlock.NewMiddleware(locks,
+		asynqlock.WithSource("tenant", src),
+		asynqlock.OnBusySkip(),
+		asynqlock.WithTask("a", "a:{tenant}:{payload.id}"),
+		asynqlock.WithTask("b", "b:{type}:{queue}", asynqlock.OnBusyWait(time.Second), asynqlock.WithLeaseTime(time.Minute)),
+	)
+	if err != nil {
+		t.Fatalf("NewMiddleware: got %v, want nil", err)
+	}
+	if _, err := asynqlock.NewHandler(nil, locks, "k"); err == nil {
+		t.Error("NewHandler(nil handler): got nil error")
+	}
+	if _, err := asynqlock.NewMiddleware(nil, asynqlock.WithTask("a", "k")); err == nil {
+		t.Error("NewMiddleware(nil client): got nil error")
+	}
+}
+
+// The retry helpers recognise busy errors and defer everything else.
+func TestRetryHelpers(t *testing.T) {
+	busy := &asynqlock.BusyError{TaskType: "t", Key: "k", TTL: time.Second, Delay: 700 * time.Millisecond}
+	wrapped := errors.Join(errors.New("context"), busy)
+	other := errors.New("boom")
+	task := asynq.NewTask("t", nil)
+
+	delay := asynqlock.RetryDelay(func(int, error, *asynq.Task) time.Duration { return time.Hour })
+	if got := delay(3, wrapped, task); got != 700*time.Millisecond {
+		t.Errorf("RetryDelay(busy): got %s, want 700ms", got)
+	}
+	if got := delay(3, other, task); got != time.Hour {
+		t.Errorf("RetryDelay(other): got %s, want the fallback's 1h", got)
+	}
+	if got := asynqlock.RetryDelay(nil)(0, other, task); got < 15*time.Second {
+		t.Errorf("RetryDelay(nil)(other): got %s, want asynq's default backoff (≥15s)", got)
+	}
+	isFailure := asynqlock.IsFailure(nil)
+	if isFailure(wrapped) || !isFailure(other) || isFailure(nil) {
+		t.Errorf("IsFailure(nil): got busy=%v other=%v nil=%v, want false true false", isFailure(wrapped), isFailure(other), isFailure(nil))
+	}
+	never := asynqlock.IsFailure(func(error) bool { return false })
+	if never(other) {
+		t.Error("IsFailure(fallback): got true, want the fallback's false")
+	}
+}

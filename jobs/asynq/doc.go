@@ -1,0 +1,56 @@
+// Package asynqlock runs asynq tasks under keylock distributed locks whose
+// names are rendered from the task, so that tasks about the same thing
+// (one order, one account, one report) never run at the same time, across
+// every worker process.
+//
+// Use [Middleware] on a ServeMux with one [WithTask] rule per task type, or
+// [Wrap] around one handler:
+//
+//	mux.Use(asynqlock.Middleware(locks,
+//		asynqlock.WithTask("order:create", "order:{payload.order_id}"),
+//	))
+//
+// # Keys
+//
+// A template is literal text plus placeholders (see core.ParseTemplate):
+//
+//   - {payload.<dotted.path>}: a value in the task's JSON payload. Strings
+//     give their text, numbers their JSON text as written, booleans
+//     "true"/"false"; array elements are selected by index
+//     ({payload.items.0.sku}).
+//   - {type}: the task type. {queue}: the queue the task came from.
+//   - {name}: a custom source added with [WithSource].
+//
+// Templates are checked when the middleware is built: an invalid template
+// or an unknown source is a start-up error (a panic in Middleware and
+// Wrap, an error from [NewMiddleware] and [NewHandler]). A missing or bad
+// value is the task's own error: it is archived at once (the error wraps
+// asynq.SkipRetry and names the placeholder) and the handler is not
+// called.
+//
+// # Attempts, owners and leases
+//
+// Every attempt of a task locks for a fresh owner, never the task id: when
+// asynq gives up on an attempt whose worker stopped heart-beating, that
+// attempt may still be running while the retry starts, and the two must
+// not share the lock. The handler runs under the lease's context: the
+// client's watchdog keeps the lock for as long as the handler runs, and a
+// lost lock cancels the handler's context with cause core.ErrLockLost.
+// Locks taken under that context with the same name re-enter. The lock is
+// released when the handler returns (or panics), under a fresh bounded
+// context.
+//
+// # Busy locks
+//
+// When another attempt holds the lock, the task is by default retried
+// later: the handler returns a [*BusyError]. Install [RetryDelay] and
+// [IsFailure] in the server's asynq.Config so that busy retries come back
+// after about a second and do not count against MaxRetry. [OnBusySkip]
+// drops the duplicate instead (singleton jobs); [OnBusyWait] waits for the
+// lock up to a bound first.
+//
+// # Errors
+//
+// Redis unreachable (or the core.Client closed) is a plain error matching
+// core.ErrUnavailable (or core.ErrClosed): asynq retries it as a failure.
+package asynqlock

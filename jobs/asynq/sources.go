@@ -1,0 +1,172 @@
+package asynqlock
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/keylock/keylock/core"
+)
+
+// The built-in placeholder sources.
+const (
+	srcPayload = "payload" // {payload.<dotted.path>}: a value in the JSON payload
+	srcType    = "type"    // {type}: the task type
+	srcQueue   = "queue"   // {queue}: the queue the task was pulled from
+)
+
+func isBuiltinSource(name string) bool {
+	return name == srcPayload || name == srcType || name == srcQueue
+}
+
+func validSourceName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || i > 0 && ('0' <= c && c <= '9' || c == '_')) {
+			return false
+		}
+	}
+	return true
+}
+
+// source resolves one placeholder for one task attempt.
+type source func(r *request) (string, bool)
+
+// sourceFor checks p against the built-in and custom sources and returns
+// its resolver. Its errors end up in the start-up error, after the template
+// and the placeholder.
+func (c *config) sourceFor(p core.Placeholder) (source, error) {
+	if fn, ok := c.sources[p.Source]; ok {
+		if p.Name != "" {
+			return nil, fmt.Errorf("custom source %q takes no name: write {%s}", p.Source, p.Source)
+		}
+		return func(r *request) (string, bool) { return fn(r.ctx, r.task) }, nil
+	}
+	switch p.Source {
+	case srcPayload:
+		if p.Name == "" {
+			return nil, errors.New("needs a JSON path, e.g. {payload.order_id} or {payload.items.0.sku}")
+		}
+		path := strings.Split(p.Name, ".")
+		for _, seg := range path {
+			if seg == "" {
+				return nil, fmt.Errorf("empty segment in the JSON path %q", p.Name)
+			}
+		}
+		return func(r *request) (string, bool) { return r.payloadValue(path) }, nil
+	case srcType:
+		if p.Name != "" {
+			return nil, errors.New("takes no name: write {type}")
+		}
+		return func(r *request) (string, bool) { return r.task.Type(), true }, nil
+	case srcQueue:
+		if p.Name != "" {
+			return nil, errors.New("takes no name: write {queue}")
+		}
+		return func(r *request) (string, bool) { return asynq.GetQueueName(r.ctx) }, nil
+	}
+	known := []string{srcPayload, srcType, srcQueue}
+	for _, name := range slices.Sorted(maps.Keys(c.sources)) {
+		known = append(known, name)
+	}
+	return nil, fmt.Errorf("unknown source %q (known: %s)", p.Source, strings.Join(known, ", "))
+}
+
+// request is one task attempt being resolved: the core.Resolver handed to
+// Template.AppendRender. The payload is decoded at most once, on the first
+// payload placeholder.
+type request struct {
+	ctx     context.Context
+	task    *asynq.Task
+	sources []source
+
+	doc     any
+	decoded bool
+	docErr  string // why the payload could not be decoded
+
+	// reason, when set, replaces core's generic "missing" for the
+	// placeholder that stopped the rendering (rendering stops at the first
+	// missing value, so it is always that one's).
+	reason string
+}
+
+// Value implements core.Resolver.
+func (r *request) Value(_ core.Placeholder, i int) (string, bool) { return r.sources[i](r) }
+
+// payloadValue looks path up in the JSON payload. Strings give their
+// text, numbers their JSON text as written (42, 4.20, 1e3), booleans
+// "true"/"false". A missing member, null, or an object or array is not a
+// key value.
+func (r *request) payloadValue(path []string) (string, bool) {
+	if !r.decoded {
+		r.decoded = true
+		r.doc, r.docErr = decodePayload(r.task.Payload())
+	}
+	if r.docErr != "" {
+		r.reason = r.docErr
+		return "", false
+	}
+	v := r.doc
+	for _, seg := range path {
+		switch node := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = node[seg]; !ok {
+				return "", false
+			}
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(node) || seg != strconv.Itoa(i) {
+				return "", false
+			}
+			v = node[i]
+		default:
+			return "", false
+		}
+	}
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case json.Number:
+		return string(v), true
+	case bool:
+		return strconv.FormatBool(v), true
+	case nil:
+		r.reason = "null in the payload"
+	case map[string]any:
+		r.reason = "an object in the payload, not a scalar"
+	case []any:
+		r.reason = "an array in the payload, not a scalar"
+	}
+	return "", false
+}
+
+// decodePayload decodes a JSON payload, keeping numbers as their text.
+// On failure it returns why, for the KeyError.
+func decodePayload(p []byte) (any, string) {
+	if len(bytes.TrimSpace(p)) == 0 {
+		return nil, "the payload is empty, not JSON"
+	}
+	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, "the payload is not valid JSON"
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, "the payload is not valid JSON (trailing data)"
+	}
+	return doc, ""
+}

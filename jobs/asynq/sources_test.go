@@ -1,0 +1,108 @@
+package asynqlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core"
+)
+
+// offlineClient is a core.Client whose Redis is never contacted: building
+// templates and rendering keys send nothing.
+func offlineClient(t *testing.T) *core.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	c := core.New(rdb)
+	t.Cleanup(func() {
+		_ = c.Close()
+		_ = rdb.Close()
+	})
+	return c
+}
+
+type tenantKey struct{}
+
+func TestRender(t *testing.T) {
+	locks := offlineClient(t)
+	tenant := WithSource("tenant", func(ctx context.Context, _ *asynq.Task) (string, bool) {
+		v, ok := ctx.Value(tenantKey{}).(string)
+		return v, ok
+	})
+	ctx := context.WithValue(context.Background(), tenantKey{}, "acme")
+
+	for _, tc := range []struct {
+		template, payload string
+		want              string // rendered key, or
+		wantErr           string // the KeyError's message
+	}{
+		{"order:{payload.order_id}", `{"order_id": 42}`, "order:42", ""},
+		{"order:{payload.order_id}", `{"order_id": "42"}`, "order:42", ""},
+		{"n:{payload.n}", `{"n": 4.20}`, "n:4.20", ""},
+		{"n:{payload.n}", `{"n": 1e3}`, "n:1e3", ""},
+		{"n:{payload.n}", `{"n": -7}`, "n:-7", ""},
+		{"b:{payload.ok}", `{"ok": false}`, "b:false", ""},
+		{"u:{payload.user.id}", `{"user": {"id": "u:7"}}`, "u:u%3A7", ""},
+		{"i:{payload.items.1.sku}", `{"items": [{"sku": "a"}, {"sku": "b"}]}`, "i:b", ""},
+		{"i:{payload.items.0}", `{"items": ["x"]}`, "i:x", ""},
+		{"m:{payload.m.0}", `{"m": {"0": "zero"}}`, "m:zero", ""},
+		{"{type}:{payload.id}", `{"id": 1}`, "t%3Ax:1", ""},
+		{"{tenant}:{payload.id}", `{"id": 1}`, "acme:1", ""},
+		{"const", `not even json`, "const", ""},
+
+		{"o:{payload.order_id}", `{"id": 1}`, "", "{payload.order_id}: missing"},
+		{"o:{payload.order_id}", ``, "", "{payload.order_id}: the payload is empty, not JSON"},
+		{"o:{payload.order_id}", `{"order_id": 1`, "", "{payload.order_id}: the payload is not valid JSON"},
+		{"o:{payload.order_id}", `{"order_id": 1} {}`, "", "{payload.order_id}: the payload is not valid JSON (trailing data)"},
+		{"o:{payload.order_id}", `{"order_id": null}`, "", "{payload.order_id}: null in the payload"},
+		{"o:{payload.order_id}", `{"order_id": [1]}`, "", "{payload.order_id}: an array in the payload, not a scalar"},
+		{"o:{payload.order_id}", `{"order_id": {}}`, "", "{payload.order_id}: an object in the payload, not a scalar"},
+		{"o:{payload.order_id}", `{"order_id": ""}`, "", "{payload.order_id}: empty"},
+		{"o:{payload.order_id}", `{"order_id": "` + strings.Repeat("x", core.MaxKeyValueLen+1) + `"}`, "", "{payload.order_id}: too long"},
+		{"i:{payload.items.2}", `{"items": [1, 2]}`, "", "{payload.items.2}: missing"},
+		{"i:{payload.items.01}", `{"items": [1, 2]}`, "", "{payload.items.01}: missing"},
+		{"i:{payload.items.-1}", `{"items": [1, 2]}`, "", "{payload.items.-1}: missing"},
+		{"i:{payload.a.b}", `{"a": "str"}`, "", "{payload.a.b}: missing"},
+		{"q:{queue}", `{}`, "", "{queue}: missing"}, // no asynq context
+	} {
+		l, err := newTaskLock(locks, tc.template, configWith(tenant))
+		if err != nil {
+			t.Fatalf("newTaskLock(%q): %v", tc.template, err)
+		}
+		got, err := l.render(ctx, asynq.NewTask("t:x", []byte(tc.payload)))
+		switch {
+		case tc.wantErr == "" && (err != nil || got != tc.want):
+			t.Errorf("%s with %s: got %q, %v; want %q", tc.template, tc.payload, got, err, tc.want)
+		case tc.wantErr != "" && (!errors.Is(err, core.ErrInvalidKey) || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s with %.40s: got %q, %v; want a core.ErrInvalidKey containing %q", tc.template, tc.payload, got, err, tc.wantErr)
+		}
+	}
+}
+
+func configWith(opts ...Option) *config {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &cfg
+}
+
+func TestAttemptOwner(t *testing.T) {
+	a, b := attemptOwner(context.Background()), attemptOwner(context.Background())
+	oa, _ := core.OwnerFrom(a)
+	ob, _ := core.OwnerFrom(b)
+	if oa == ob || !strings.HasPrefix(oa, "asynq::") {
+		t.Errorf("got owners %q and %q, want two different asynq::… owners", oa, ob)
+	}
+	if o, _ := core.OwnerFrom(attemptOwner(a)); o != oa {
+		t.Errorf("nested layer: got owner %q, want the outer layer's %q", o, oa)
+	}
+	base := core.WithOwner(context.Background(), "from-base-context")
+	if o, _ := core.OwnerFrom(attemptOwner(base)); o == "from-base-context" {
+		t.Errorf("got the base context's owner %q, want a fresh per-attempt owner", o)
+	}
+}
