@@ -17,11 +17,11 @@ import (
 // Attribute keys. Durations are float seconds. The README lists where each
 // one appears.
 const (
-	keyKind      = attribute.Key("keylock.lock.kind")       // mutex, fair, read, write, semaphore, ...
-	keyTemplate  = attribute.Key("keylock.lock.template")   // core.LockInfo.Label; omitted when empty
-	keyLockKey   = attribute.Key("keylock.lock.key")        // the rendered lock name: WithKeyAttribute only
-	keyOutcome   = attribute.Key("keylock.outcome")         // per operation, see the outcome values below
-	keyMode      = attribute.Key("keylock.acquire.mode")    // wait (Lock) or try (TryLock)
+	keyKind      = attribute.Key("keylock.lock.kind")        // mutex, fair, read, write, semaphore, ...
+	keyTemplate  = attribute.Key("keylock.lock.template")    // core.LockInfo.Label; omitted when empty
+	keyLockKey   = attribute.Key("keylock.lock.key")         // the rendered lock name: WithKeyAttribute only
+	keyOutcome   = attribute.Key("keylock.outcome")          // per operation, see the outcome values below
+	keyMode      = attribute.Key("keylock.acquire.mode")     // wait (Lock) or try (TryLock)
 	keyAttempts  = attribute.Key("keylock.acquire.attempts") // attempts made
 	keyWaited    = attribute.Key("keylock.acquire.waited")   // seconds spent waiting between attempts
 	keyReentry   = attribute.Key("keylock.acquire.reentry")  // the owner already held the lock
@@ -36,12 +36,12 @@ const (
 
 // Span and event names.
 const (
-	opAcquire   = "keylock.acquire"
-	opRelease   = "keylock.release"
-	opRenew     = "keylock.renew"
-	eventWait   = "keylock.wait"
-	eventRenew  = "keylock.renew"
-	eventLost   = "keylock.lost"
+	opAcquire    = "keylock.acquire"
+	opRelease    = "keylock.release"
+	opRenew      = "keylock.renew"
+	eventWait    = "keylock.wait"
+	eventRenew   = "keylock.renew"
+	eventLost    = "keylock.lost"
 	errTypeOther = "_OTHER"
 )
 
