@@ -68,12 +68,8 @@ func ms(d time.Duration) string   { return strconv.FormatInt(d.Milliseconds(), 1
 func msDur(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func (m *Mutex) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
-	v, err := scriptMutexAcquire.run(ctx, m.c.rdb, []string{m.k.lock, m.k.fence},
-		owner, ms(lease), ms(fenceTTL)).Result()
-	if err != nil {
-		return acquireReply{}, err
-	}
-	return decodeAcquire(v)
+	return m.c.acquireScript(ctx, m, owner, lease, scriptMutexAcquire, []string{m.k.lock, m.k.fence},
+		owner, ms(lease), ms(fenceTTL))
 }
 
 // decodeAcquire reads the {status, value} reply shared by acquire scripts:

@@ -16,6 +16,7 @@ type config struct {
 	watchdogTimeout time.Duration
 	observer        Observer
 	releaseTimeout  time.Duration
+	replica         *replicaSync // WithReplicaSync; nil: off
 }
 
 func defaultConfig() config {

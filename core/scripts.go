@@ -22,10 +22,17 @@ type script struct {
 	*redis.Script
 }
 
-func loadScript(name string) *script {
-	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic(fmt.Sprintf("keylock: embedded script %s: %v", name, err))
+// loadScript reads scripts/<name>.lua, preceded by the library files libs
+// (scripts/lib_*.lua: local helper functions several scripts share, such as
+// the fencing-token counter), so each script stays one self-contained EVAL.
+func loadScript(name string, libs ...string) *script {
+	var src []byte
+	for _, f := range append(libs, name) {
+		b, err := scriptFS.ReadFile("scripts/" + f + ".lua")
+		if err != nil {
+			panic(fmt.Sprintf("keylock: embedded script %s: %v", f, err))
+		}
+		src = append(append(src, b...), '\n')
 	}
 	return &script{name: name, src: string(src), Script: redis.NewScript(string(src))}
 }
@@ -33,8 +40,10 @@ func loadScript(name string) *script {
 // allScripts lists every embedded script, for tests that load them all.
 var allScripts = map[string]*script{}
 
-func registerScript(name string) *script {
-	s := loadScript(name)
+// registerScript loads a script (after the libraries libs) and lists it in
+// allScripts.
+func registerScript(name string, libs ...string) *script {
+	s := loadScript(name, libs...)
 	allScripts[name] = s
 	return s
 }

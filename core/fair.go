@@ -1,0 +1,183 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultFairWaiterTimeout is how long a fair lock's waiter keeps its place
+// in line without being heard from; see FairWaiterTimeout.
+const DefaultFairWaiterTimeout = 5 * time.Second
+
+var (
+	scriptFairAcquire = registerScript("fair_acquire", "lib_fence")
+	scriptFairRelease = registerScript("fair_release", "lib_fence")
+	scriptFairLeave   = registerScript("fair_leave", "lib_fence")
+)
+
+// FairMutex is a distributed reentrant mutex that serves waiters in arrival
+// order (Redisson's fair lock). Create it with Client.FairMutex; it is a
+// cheap handle (no Redis call) and safe for concurrent use.
+//
+// Waiters stand in a line kept in Redis. Only the first in line may take
+// the lock when it is free (TryLock included: it never jumps the line), and
+// a release wakes only that waiter, on its own channel — no herd. A waiter
+// renews its place each time it retries (at least every third of the waiter
+// timeout); one that is not heard from for the waiter timeout (its process
+// crashed) is evicted when it reaches the head of the line, so a dead waiter
+// holds up the line for at most one waiter timeout. A waiter whose context
+// ends, or whose Client closes, leaves the line at once. All deadlines use
+// the Redis server's clock, so a client with a skewed clock can neither
+// evict others nor jump the line.
+type FairMutex struct {
+	c             *Client
+	k             keys
+	queue         string // list of waiting owners
+	deadlines     string // zset owner -> eviction deadline (server ms)
+	chPrefix      string // a waiter's channel is chPrefix + owner
+	waiterTimeout time.Duration
+	err           error
+}
+
+// FairOption configures a FairMutex.
+type FairOption func(*FairMutex)
+
+// FairWaiterTimeout sets how long a waiter keeps its place in line without
+// retrying: past it, a waiter that reached the head of the line is presumed
+// dead and skipped. Live waiters retry every third of it. Default
+// DefaultFairWaiterTimeout (5s). A d under 3ms makes every call fail with
+// ErrInvalidOption.
+func FairWaiterTimeout(d time.Duration) FairOption {
+	return func(f *FairMutex) {
+		if d < 3*time.Millisecond {
+			f.err = fmt.Errorf("%w: FairWaiterTimeout(%s) must be at least 3ms", ErrInvalidOption, d)
+			return
+		}
+		f.waiterTimeout = d
+	}
+}
+
+// FairMutex returns the fair lock called name. Name rules are Mutex's; an
+// invalid name or option makes every call fail (nothing is sent to Redis).
+func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
+	k := newKeys(name)
+	f := &FairMutex{
+		c: c, k: k,
+		queue:         k.sub("queue"),
+		deadlines:     k.sub("timeouts"),
+		chPrefix:      k.ch + ":",
+		waiterTimeout: DefaultFairWaiterTimeout,
+		err:           validateName(name),
+	}
+	for _, o := range opts {
+		if f.err != nil {
+			break
+		}
+		o(f)
+	}
+	return f
+}
+
+// Name returns the lock name.
+func (f *FairMutex) Name() string { return f.k.name }
+
+// Lock acquires the lock, waiting in line until it is this caller's turn
+// and the lock is free, or ctx ends (or the WaitTimeout option expires;
+// then the waiter leaves the line at once). Re-entry, errors and the lease
+// are as for Mutex.Lock.
+func (f *FairMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return f.lock(ctx, true, opts)
+}
+
+// TryLock makes one attempt: it succeeds only if the lock is free and no
+// one is waiting in line (or ctx's owner already holds it). It never joins
+// the line.
+func (f *FairMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return f.lock(ctx, false, opts)
+}
+
+func (f *FairMutex) lock(ctx context.Context, wait bool, opts []LockOption) (*Lease, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	a := &fairAttempt{FairMutex: f, wait: wait}
+	l, err := f.c.acquire(ctx, a, wait, opts)
+	if err != nil && a.queued {
+		a.leave()
+	}
+	return l, err
+}
+
+// fairAttempt is the protocol of one Lock or TryLock call: it remembers the
+// owner (whose channel the waiter listens on) and whether it stands in line.
+type fairAttempt struct {
+	*FairMutex
+	wait   bool
+	owner  string
+	queued bool
+}
+
+func (a *fairAttempt) info() LockInfo  { return LockInfo{Kind: KindFair, Name: a.k.name} }
+func (a *fairAttempt) holdKey() string { return "fair\x00" + a.k.lock }
+func (a *fairAttempt) channel() string { return a.chPrefix + a.owner }
+
+func (a *fairAttempt) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
+	a.owner = owner
+	pub, err := a.c.hub.publishCommand(ctx)
+	if err != nil {
+		return acquireReply{}, err
+	}
+	join := "0"
+	if a.wait {
+		join = "1"
+	}
+	rep, err := a.c.acquireScript(ctx, a, owner, lease, scriptFairAcquire,
+		[]string{a.k.lock, a.queue, a.deadlines, a.k.fence, a.chPrefix},
+		owner, ms(lease), ms(fenceTTL), ms(a.waiterTimeout), pub, join)
+	if err == nil {
+		a.queued = a.wait && !rep.acquired
+	}
+	return rep, err
+}
+
+// leave takes a waiter that gave up out of the line, with a fresh bounded
+// context (the caller's has usually ended). If it fails, the waiter is
+// evicted after the waiter timeout anyway.
+func (a *fairAttempt) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), a.c.cfg.releaseTimeout)
+	defer cancel()
+	pub, err := a.c.hub.publishCommand(ctx)
+	if err != nil {
+		return
+	}
+	_ = scriptFairLeave.run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix}, a.owner, pub).Err()
+}
+
+func (a *fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
+	return scriptMutexRenew.EvalSha(ctx, pipe, []string{a.k.lock}, owner, ms(lease))
+}
+
+func (a *fairAttempt) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
+	return decodeRenew(scriptMutexRenew.run(ctx, a.c.rdb, []string{a.k.lock}, owner, ms(lease)))
+}
+
+func (a *fairAttempt) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+	pub, err := a.c.hub.publishCommand(ctx)
+	if err != nil {
+		return releaseReply{}, err
+	}
+	v, err := scriptFairRelease.run(ctx, a.c.rdb,
+		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(leaseID), a.chPrefix},
+		owner, ms(lease), pub, ms(receiptTTL)).Result()
+	if err != nil {
+		return releaseReply{}, err
+	}
+	n, err := toInt64(v)
+	if err != nil {
+		return releaseReply{}, err
+	}
+	return releaseReply{held: n >= 0, remaining: n}, nil
+}

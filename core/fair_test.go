@@ -1,0 +1,188 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// waitQueue waits until the fair lock's line holds exactly want.
+func waitQueue(t *testing.T, rdb *redis.Client, name string, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := rdb.LRange(context.Background(), "keylock:{"+name+"}:queue", 0, -1).Result()
+		if err == nil && slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue of %q = %q (err %v), want %q", name, got, err, want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestFairLockServesArrivalOrder(t *testing.T) {
+	srv, rdb := single(t)
+	clients := []*core.Client{newLocks(t, srv.NewClient(t)), newLocks(t, srv.NewClient(t)), newLocks(t, srv.NewClient(t))}
+	ctx := ctxTimeout(t, 30*time.Second)
+	holder := mustLock(t, clients[0].FairMutex("line"), ctx)
+
+	const waiters = 20
+	var mu sync.Mutex
+	var order, queued []string
+	var wg sync.WaitGroup
+	for i := range waiters {
+		owner := fmt.Sprintf("w%02d", i)
+		queued = append(queued, owner)
+		wg.Go(func() {
+			l, err := clients[i%3].FairMutex("line").Lock(core.WithOwner(ctx, owner))
+			if err != nil {
+				t.Errorf("waiter %s: Lock: %v", owner, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, owner)
+			mu.Unlock()
+			if err := l.Unlock(context.Background()); err != nil {
+				t.Errorf("waiter %s: Unlock: %v", owner, err)
+			}
+		})
+		waitQueue(t, rdb, "line", queued) // the next waiter arrives after this one is in line
+	}
+	mustUnlock(t, holder)
+	wg.Wait()
+	if !slices.Equal(order, queued) {
+		t.Fatalf("acquisition order = %q, want arrival order %q", order, queued)
+	}
+	if n := rdb.Exists(context.Background(), "keylock:{line}", "keylock:{line}:queue", "keylock:{line}:timeouts").Val(); n != 0 {
+		t.Fatalf("keys left after the last waiter: %d, want 0", n)
+	}
+}
+
+func TestFairLockSkipsCrashedWaiter(t *testing.T) {
+	srv, rdb := single(t)
+	const waiterTimeout = 500 * time.Millisecond
+	opt := core.FairWaiterTimeout(waiterTimeout)
+	c := newLocks(t, rdb)
+	ctx := ctxTimeout(t, 30*time.Second)
+	holder := mustLock(t, c.FairMutex("crash", opt), ctx)
+
+	// The first waiter's process "crashes": its Redis connection is closed
+	// under it, so it can neither retry nor leave the line.
+	deadRdb := srv.NewClient(t)
+	dead := newLocks(t, deadRdb)
+	deadDone := make(chan error, 1)
+	go func() {
+		_, err := dead.FairMutex("crash", opt).Lock(core.WithOwner(ctx, "dead"))
+		deadDone <- err
+	}()
+	waitQueue(t, rdb, "crash", []string{"dead"})
+	_ = deadRdb.Close()
+	if err := <-deadDone; err == nil {
+		t.Fatal("crashed waiter got the lock")
+	}
+	if q := rdb.LRange(ctx, "keylock:{crash}:queue", 0, -1).Val(); !slices.Equal(q, []string{"dead"}) {
+		t.Fatalf("queue after the crash = %q, want the dead waiter still in line", q)
+	}
+
+	live := make(chan *core.Lease, 1)
+	go func() {
+		l, err := c.FairMutex("crash", opt).Lock(core.WithOwner(ctx, "live"))
+		if err != nil {
+			t.Errorf("live waiter: %v", err)
+		}
+		live <- l
+	}()
+	waitQueue(t, rdb, "crash", []string{"dead", "live"})
+	mustUnlock(t, holder)
+
+	select {
+	case l := <-live:
+		if l != nil {
+			mustUnlock(t, l)
+		}
+	case <-time.After(10 * waiterTimeout):
+		t.Fatalf("live waiter still waiting %s after the release; the dead waiter (timeout %s) should have been skipped", 10*waiterTimeout, waiterTimeout)
+	}
+}
+
+func TestFairLockWaiterThatGivesUpLeavesAtOnce(t *testing.T) {
+	_, rdb := single(t)
+	c := newLocks(t, rdb)
+	opt := core.FairWaiterTimeout(time.Minute) // eviction cannot be what moves the line
+	ctx := ctxTimeout(t, 30*time.Second)
+	holder := mustLock(t, c.FairMutex("quit", opt), ctx)
+
+	quitCtx, quit := context.WithCancel(core.WithOwner(ctx, "quitter"))
+	quitDone := make(chan error, 1)
+	go func() {
+		_, err := c.FairMutex("quit", opt).Lock(quitCtx)
+		quitDone <- err
+	}()
+	waitQueue(t, rdb, "quit", []string{"quitter"})
+	live := make(chan *core.Lease, 1)
+	go func() {
+		l, err := c.FairMutex("quit", opt).Lock(core.WithOwner(ctx, "patient"))
+		if err != nil {
+			t.Errorf("patient waiter: %v", err)
+		}
+		live <- l
+	}()
+	waitQueue(t, rdb, "quit", []string{"quitter", "patient"})
+
+	quit()
+	if err := <-quitDone; !errors.Is(err, context.Canceled) || !errors.Is(err, core.ErrLocked) {
+		t.Fatalf("cancelled waiter: err = %v, want context.Canceled and ErrLocked", err)
+	}
+	if q := rdb.LRange(ctx, "keylock:{quit}:queue", 0, -1).Val(); !slices.Equal(q, []string{"patient"}) {
+		t.Fatalf("queue right after the first waiter gave up = %q, want [patient]", q)
+	}
+	mustUnlock(t, holder)
+	select {
+	case l := <-live:
+		if l != nil {
+			mustUnlock(t, l)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("patient waiter not woken by the release")
+	}
+}
+
+func TestFairLockReentryAndNoLineJumping(t *testing.T) {
+	_, rdb := single(t)
+	c := newLocks(t, rdb)
+	ctx := context.Background()
+	f := c.FairMutex("fair-re")
+
+	outer := mustLock(t, f, ctx)
+	inner, err := f.TryLock(outer.Context())
+	if err != nil {
+		t.Fatalf("re-entry TryLock: %v", err)
+	}
+	if inner.Token() != outer.Token() || inner.Kind() != core.KindFair {
+		t.Fatalf("re-entry: token %d kind %q, want token %d kind fair", inner.Token(), inner.Kind(), outer.Token())
+	}
+	mustUnlock(t, inner)
+	if _, err := f.TryLock(ctx); !errors.Is(err, core.ErrLocked) {
+		t.Fatalf("TryLock by another owner: %v, want ErrLocked", err)
+	}
+	mustUnlock(t, outer)
+
+	// A free lock with someone (alive) in line is not free for newcomers.
+	rdb.RPush(ctx, "keylock:{fair-re}:queue", "ghost")
+	rdb.ZAdd(ctx, "keylock:{fair-re}:timeouts", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "ghost"})
+	if _, err := f.TryLock(ctx); !errors.Is(err, core.ErrLocked) {
+		t.Fatalf("TryLock with a waiter in line: %v, want ErrLocked", err)
+	}
+	if _, err := c.FairMutex("x", core.FairWaiterTimeout(0)).Lock(ctx); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("FairWaiterTimeout(0): %v, want ErrInvalidOption", err)
+	}
+}

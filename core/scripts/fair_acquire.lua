@@ -1,0 +1,87 @@
+-- fair_acquire: take a fair (FIFO) reentrant lock, re-enter it, or wait in
+-- line for it, in one round trip. Needs lib_fence.
+--
+-- KEYS[1]  lock hash: owner id -> hold count, plus ':token' -> fencing token
+-- KEYS[2]  queue: list of waiting owner ids, first in line at the head
+-- KEYS[3]  waiter deadlines: zset owner id -> server time (ms) after which
+--          the waiter is presumed dead and evicted when it reaches the head
+-- KEYS[4]  fence counter of this lock name
+-- KEYS[5]  prefix of the waiters' own wake-up channels (channel = prefix..owner)
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  fence counter TTL in milliseconds
+-- ARGV[4]  waiter timeout in milliseconds
+-- ARGV[5]  publish command: 'publish' or 'spublish'
+-- ARGV[6]  '1': join (or stay in) the queue when the lock is not ours to
+--          take; '0': one attempt only (TryLock), never queue
+--
+-- Returns {1, token}  acquired fresh (the lock was free and the queue empty,
+--                     or we were first in line)
+--         {2, token}  re-entered (count + 1, lease extended, same token)
+--         {0, ms}     not ours: retry in ms at the latest. A waiter's retry
+--                     also renews its place (its deadline), so ms is capped
+--                     at a third of the waiter timeout. With ARGV[6] = '0',
+--                     ms is the holder's remaining lease (0 if none).
+--
+-- Every deadline is the server's clock (TIME), never a client's.
+local now = now_ms()
+local wt = tonumber(ARGV[4])
+
+-- Evict waiters at the head of the line whose deadline has passed: a
+-- crashed waiter holds up the line for at most one waiter timeout.
+local head = redis.call('lindex', KEYS[2], 0)
+while head do
+  local dl = redis.call('zscore', KEYS[3], head)
+  if dl and tonumber(dl) > now then
+    break
+  end
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], head)
+  head = redis.call('lindex', KEYS[2], 0)
+end
+
+if redis.call('exists', KEYS[1]) == 0 then
+  if (not head) or head == ARGV[1] then
+    if head then
+      redis.call('lpop', KEYS[2])
+      redis.call('zrem', KEYS[3], ARGV[1])
+    end
+    local token = fence_next(KEYS[4], ARGV[3])
+    redis.call('hset', KEYS[1], ARGV[1], 1, ':token', token)
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return {1, token}
+  end
+  -- Free, but another waiter is first in line: nudge it (it may have missed
+  -- the release's wake-up, or become first by an eviction just now).
+  redis.call(ARGV[5], KEYS[5] .. head, '1')
+elseif redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[1], 1)
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+  end
+  return {2, redis.call('hget', KEYS[1], ':token')}
+end
+
+local pttl = redis.call('pttl', KEYS[1])
+if ARGV[6] ~= '1' then
+  return {0, math.max(pttl, 0)}
+end
+-- Join the line, or renew our place in it.
+if redis.call('zadd', KEYS[3], now + wt, ARGV[1]) == 1 then
+  redis.call('rpush', KEYS[2], ARGV[1])
+end
+-- The line disappears on its own once no waiter renews it.
+redis.call('pexpire', KEYS[2], 2 * wt)
+redis.call('pexpire', KEYS[3], 2 * wt)
+local retry = math.floor(wt / 3)
+if pttl >= 0 and pttl < retry then
+  retry = pttl
+elseif pttl < 0 and head and head ~= ARGV[1] then
+  -- Free, waiting for the first in line: until it takes the lock or its
+  -- deadline passes.
+  local dl = tonumber(redis.call('zscore', KEYS[3], head)) - now
+  if dl < retry then
+    retry = dl
+  end
+end
+return {0, retry}

@@ -1,0 +1,44 @@
+-- fair_release: give back one hold of a fair lock, idempotently; the last
+-- hold wakes only the first live waiter in line, on its own channel.
+-- Needs lib_fence.
+--
+-- KEYS[1]  lock hash: owner id -> hold count
+-- KEYS[2]  queue: list of waiting owner ids
+-- KEYS[3]  waiter deadlines: zset owner id -> server time (ms)
+-- KEYS[4]  release receipt of this lease (string, kept ARGV[4] ms)
+-- KEYS[5]  prefix of the waiters' own wake-up channels
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds, re-applied while holds remain
+-- ARGV[3]  publish command: 'publish' or 'spublish'
+-- ARGV[4]  receipt TTL in milliseconds
+--
+-- Returns n >= 0  holds the owner still has (0: the lock was freed)
+--         -1      the owner does not hold the lock
+local done = redis.call('get', KEYS[4])
+if done then
+  return tonumber(done)
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return -1
+end
+local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+if n > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+else
+  redis.call('del', KEYS[1])
+  -- Skip (evict) dead waiters, then wake the first live one.
+  local now = now_ms()
+  local head = redis.call('lindex', KEYS[2], 0)
+  while head do
+    local dl = redis.call('zscore', KEYS[3], head)
+    if dl and tonumber(dl) > now then
+      redis.call(ARGV[3], KEYS[5] .. head, '1')
+      break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+    head = redis.call('lindex', KEYS[2], 0)
+  end
+end
+redis.call('set', KEYS[4], n, 'px', ARGV[4])
+return n

@@ -1,0 +1,28 @@
+-- lib_fence: helpers prepended to the acquire scripts of every lock kind
+-- (not a script of its own; see loadScript in scripts.go).
+--
+-- fence_next(key, ttl) returns the next fencing token of a lock name whose
+-- counter is the string key: max(last + 1, server time in microseconds), so
+-- tokens keep increasing even after Redis lost all data (a restart or
+-- FLUSHALL), as long as the server clock does not step back. The counter is
+-- kept ttl milliseconds after its last use; by then the clock is past it.
+--
+-- now_ms() is the server's clock in milliseconds. Every deadline a script
+-- stores (waiter and holder expiries) comes from it, never from a client, so
+-- a client with a skewed clock cannot expire others or jump a queue.
+local function now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function fence_next(key, ttl)
+  local t = redis.call('time')
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  local last = redis.call('get', key)
+  if (not last) or tonumber(last) < tonumber(now) then
+    redis.call('set', key, now)
+  end
+  local token = redis.call('incr', key)
+  redis.call('pexpire', key, ttl)
+  return token
+end
