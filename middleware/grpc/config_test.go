@@ -1,0 +1,85 @@
+package grpclock_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core"
+	grpclock "github.com/keylock/keylock/middleware/grpc"
+)
+
+// TestBadConfigFailsAtStartup: New returns an error naming the problem, and
+// the interceptor constructors panic with the same message. Nothing here
+// talks to Redis.
+func TestBadConfigFailsAtStartup(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { _ = rdb.Close() })
+	locks := core.New(rdb)
+	t.Cleanup(func() { _ = locks.Close() })
+	src := func(context.Context, any) (string, bool) { return "", false }
+
+	for _, tc := range []struct {
+		name string
+		opts []grpclock.Option
+		want string // substring of the error
+	}{
+		{"unclosed brace", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id")}, `unclosed '{' at offset 4`},
+		{"unknown source", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{header.x}")}, `placeholder {header.x}: unknown source "header"`},
+		{"bare req", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req}")}, `{req} needs a field name`},
+		{"bare md", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{md}")}, `{md} needs a metadata key`},
+		{"bad md key", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{md.x user}")}, `not a valid metadata key`},
+		{"method with a name", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{method.x}")}, `{method} takes no name`},
+		{"no such field", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.itemid}")}, `message keylock.grpclock.test.v1.BuyRequest has no field "itemid"`},
+		{"no such nested field", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item.sku}")}, `message keylock.grpclock.test.v1.Item has no field "sku"`},
+		{"json name", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.itemId}")}, `has no field "itemId"`},
+		{"repeated field", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.tags}")}, `is repeated or a map`},
+		{"map field", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.labels}")}, `is repeated or a map`},
+		{"message field", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item}")}, `is a message: name one of its fields`},
+		{"field of a scalar", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id.x}")}, `is not a message`},
+		{"bad field name", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item..id}")}, `"" is not a protobuf field name`},
+		{"bad method name", []grpclock.Option{grpclock.WithMethod("Shop/Buy", "buy:{req.item_id}")}, `not a full method name`},
+		{"two rules", []grpclock.Option{grpclock.WithMethod(mBuy, "a:{req.item_id}"), grpclock.WithMethod(mBuy, "b:{req.item_id}")}, `has two rules`},
+		{"semaphore of 0", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.Semaphore(0))}, `positive permit count`},
+		{"unknown kind", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.Spec(core.Spec{Kind: core.KindRedLock}))}, `cannot be used as a Locker`},
+		{"negative wait", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WaitTime(-1))}, `WaitTime(-1ns) must not be negative`},
+		{"zero lease", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.LeaseTime(0))}, `LeaseTime(0s) must be positive`},
+		{"zero release timeout", []grpclock.Option{grpclock.WithReleaseTimeout(0)}, `WithReleaseTimeout(0s) must be positive`},
+		{"source shadows req", []grpclock.Option{grpclock.WithSource("req", src)}, `"req" is a built-in source`},
+		{"source name", []grpclock.Option{grpclock.WithSource("Tenant", src)}, `invalid name`},
+		{"nil source", []grpclock.Option{grpclock.WithSource("tenant", nil)}, `nil function`},
+		{"custom source with a name", []grpclock.Option{grpclock.WithSource("tenant", src), grpclock.WithMethod(mBuy, "t:{tenant.id}")}, `custom source "tenant" takes no name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := grpclock.New(locks, tc.opts...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "grpclock: ") {
+				t.Fatalf("New error = %v, want one starting with \"grpclock: \" and containing %q", err, tc.want)
+			}
+			for name, build := range map[string]func(){
+				"UnaryServerInterceptor":  func() { grpclock.UnaryServerInterceptor(locks, tc.opts...) },
+				"StreamServerInterceptor": func() { grpclock.StreamServerInterceptor(locks, tc.opts...) },
+			} {
+				if got := panicOf(build); got != err.Error() {
+					t.Errorf("%s panicked with %v, want New's error %q", name, got, err.Error())
+				}
+			}
+		})
+	}
+
+	if _, err := grpclock.New(nil); err == nil {
+		t.Error("New(nil) succeeded, want an error")
+	}
+	// Methods that are not registered can still have rules: their {req.*}
+	// fields are looked up per call.
+	if _, err := grpclock.New(locks, grpclock.WithMethod("/unregistered.v1.Svc/Do", "do:{req.anything.at.all}")); err != nil {
+		t.Errorf("rule on an unregistered method: %v, want success", err)
+	}
+}
+
+func panicOf(f func()) (v any) {
+	defer func() { v = recover() }()
+	f()
+	return nil
+}

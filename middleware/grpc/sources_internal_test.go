@@ -1,0 +1,119 @@
+package grpclock
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/middleware/grpc/internal/testpb"
+)
+
+// TestRequestFieldValues checks how each kind of field reads as a key value.
+func TestRequestFieldValues(t *testing.T) {
+	const buy = "/keylock.grpclock.test.v1.Shop/Buy"
+	in := inputType(buy)
+	if in == nil {
+		t.Fatalf("inputType(%q) = nil, want the registered BuyRequest", buy)
+	}
+	for _, tc := range []struct {
+		field string
+		req   any
+		want  string
+		ok    bool
+	}{
+		{"item_id", &testpb.BuyRequest{ItemId: "abc"}, "abc", true},
+		{"item_id", &testpb.BuyRequest{}, "", true}, // no presence: "" (the template then rejects it as empty)
+		{"user", &testpb.BuyRequest{User: -42}, "-42", true},
+		{"user", &testpb.BuyRequest{}, "0", true}, // no presence: zero is a value
+		{"qty", &testpb.BuyRequest{Qty: math.MaxUint64}, "18446744073709551615", true},
+		{"delta", &testpb.BuyRequest{Delta: -3}, "-3", true},
+		{"tier", &testpb.BuyRequest{Tier: testpb.Tier_TIER_GOLD}, "1", true},      // enums by number
+		{"tier", &testpb.BuyRequest{Tier: testpb.Tier(7)}, "7", true},             // unknown to this binary
+		{"price", &testpb.BuyRequest{Price: 0.1}, "0.1", true},                    // shortest round-trip form
+		{"price", &testpb.BuyRequest{Price: 1e21}, "1e+21", true},                 //
+		{"price", &testpb.BuyRequest{Price: math.Copysign(0, -1)}, "-0", true},    // -0 ≠ 0
+		{"weight", &testpb.BuyRequest{Weight: 0.1}, "0.1", true},                  // float32 formatted as float32
+		{"gift", &testpb.BuyRequest{Gift: true}, "true", true},                    //
+		{"gift", &testpb.BuyRequest{}, "false", true},                             //
+		{"raw", &testpb.BuyRequest{Raw: []byte{0, 'a', 0xff}}, "\x00a\xff", true}, // bytes as they are
+		{"coupon", &testpb.BuyRequest{}, "", false},                               // proto3 optional, unset
+		{"coupon", &testpb.BuyRequest{Coupon: proto.String("")}, "", true},        // set to ""
+		{"item.id", &testpb.BuyRequest{Item: &testpb.Item{Id: "n1"}}, "n1", true}, // nested
+		{"item.count", &testpb.BuyRequest{Item: &testpb.Item{}}, "0", true},       //
+		{"item.id", &testpb.BuyRequest{}, "", false},                              // unset message on the path
+		{"card", &testpb.BuyRequest{}, "", false},                                 // oneof member, unset
+		{"card", &testpb.BuyRequest{Pay: &testpb.BuyRequest_Card{Card: "c1"}}, "c1", true},
+		{"voucher.id", &testpb.BuyRequest{Pay: &testpb.BuyRequest_Card{Card: "c1"}}, "", false},
+		{"voucher.id", &testpb.BuyRequest{Pay: &testpb.BuyRequest_Voucher{Voucher: &testpb.Item{Id: "v1"}}}, "v1", true},
+		{"item_id", nil, "", false},                      // no message (a stream that ended first)
+		{"item_id", "not a proto", "", false},            // another codec's message
+		{"item_id", (*testpb.BuyRequest)(nil), "", true}, // a nil message reads as empty
+	} {
+		c, err := compile(core.MustParseTemplate("k:{req."+tc.field+"}"), in, nil)
+		if err != nil {
+			t.Fatalf("{req.%s}: %v", tc.field, err)
+		}
+		got, ok := c.vals[0](&call{ctx: context.Background(), req: tc.req})
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("{req.%s} of %v = %q, %v; want %q, %v", tc.field, tc.req, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestStatusMapping checks every class of core error against its code and
+// details, the semaphore case included (its lock kind may not exist yet).
+func TestStatusMapping(t *testing.T) {
+	mutex := &rule{template: "k:{req.id}", quoted: `"k:{req.id}"`}
+	sem := &rule{template: "k:{req.id}", quoted: `"k:{req.id}"`, spec: core.Spec{Kind: core.KindSemaphore, Permits: 2}}
+	locked := &core.LockedError{Name: "k:1", TTL: 1500 * time.Millisecond}
+	keyErr := &core.KeyError{Placeholder: core.Placeholder{Source: "req", Name: "id"}, Reason: "missing"}
+	for _, tc := range []struct {
+		name   string
+		r      *rule
+		err    error
+		code   codes.Code
+		reason string        // ErrorInfo reason, "" for none
+		retry  time.Duration // RetryInfo delay, 0 for none
+		field  string        // BadRequest field, "" for none
+	}{
+		{"busy", mutex, locked, codes.Aborted, ReasonBusy, 1500 * time.Millisecond, ""},
+		{"busy ttl unknown", mutex, &core.LockedError{Name: "k:1"}, codes.Aborted, ReasonBusy, time.Second, ""},
+		{"semaphore full", sem, locked, codes.ResourceExhausted, ReasonBusy, 1500 * time.Millisecond, ""},
+		{"bad key", mutex, keyErr, codes.InvalidArgument, ReasonInvalidKey, 0, "id"},
+		{"bad name", mutex, core.ErrInvalidName, codes.InvalidArgument, ReasonInvalidKey, 0, ""},
+		{"redis down", mutex, core.ErrUnavailable, codes.Unavailable, ReasonUnavailable, 0, ""},
+		{"client closed", mutex, core.ErrClosed, codes.Unavailable, ReasonUnavailable, 0, ""},
+		{"deadline", mutex, errors.Join(locked, context.DeadlineExceeded), codes.DeadlineExceeded, "", 0, ""},
+		{"cancelled", mutex, errors.Join(locked, context.Canceled), codes.Canceled, "", 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := status.Convert(tc.r.status(tc.err))
+			if st.Code() != tc.code {
+				t.Fatalf("code %s (%q), want %s", st.Code(), st.Message(), tc.code)
+			}
+			var reason, field string
+			var retry time.Duration
+			for _, d := range st.Details() {
+				switch d := d.(type) {
+				case *errdetails.ErrorInfo:
+					reason = d.Reason
+				case *errdetails.RetryInfo:
+					retry = d.RetryDelay.AsDuration()
+				case *errdetails.BadRequest:
+					field = d.FieldViolations[0].Field
+				}
+			}
+			if reason != tc.reason || retry != tc.retry || field != tc.field {
+				t.Errorf("details: reason %q, retry %s, field %q; want %q, %s, %q", reason, retry, field, tc.reason, tc.retry, tc.field)
+			}
+		})
+	}
+}

@@ -1,0 +1,104 @@
+package grpclock
+
+import (
+	"errors"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/keylock/keylock/core"
+)
+
+// ErrorInfo values in the details of the statuses the interceptors return.
+const (
+	// Domain is errdetails.ErrorInfo.Domain of every status grpclock returns.
+	Domain = "keylock"
+	// ReasonBusy: the key is locked by another call (Aborted), or all
+	// permits of a semaphore are taken (ResourceExhausted). The status also
+	// carries errdetails.RetryInfo.
+	ReasonBusy = "LOCK_BUSY"
+	// ReasonInvalidKey: a placeholder's value is missing, empty or too long
+	// (InvalidArgument).
+	ReasonInvalidKey = "LOCK_KEY_INVALID"
+	// ReasonUnavailable: Redis could not be reached (Unavailable).
+	ReasonUnavailable = "LOCK_UNAVAILABLE"
+)
+
+// unknownTTLRetry is the RetryInfo delay when Redis did not report the
+// holder's remaining lease (core's own bound for an unknown TTL).
+const unknownTTLRetry = time.Second
+
+// status turns an error from rendering or locking into the call's status.
+// Messages name the template and placeholder, never the rendered key or a
+// value (they may hold user ids), nor Redis addresses.
+func (r *rule) status(err error) error {
+	switch core.Classify(err) {
+	case core.ClassInvalid:
+		return r.invalid(err)
+	case core.ClassDeadline:
+		return status.Error(codes.DeadlineExceeded, "keylock: deadline exceeded while waiting for the lock "+r.quoted)
+	case core.ClassCanceled:
+		return status.Error(codes.Canceled, "keylock: call cancelled while waiting for the lock "+r.quoted)
+	case core.ClassBusy:
+		return r.busy(err)
+	}
+	return withDetails(status.New(codes.Unavailable, "keylock: lock service unavailable for "+r.quoted), r.info(ReasonUnavailable))
+}
+
+// busy is Aborted (ResourceExhausted for a semaphore) with RetryInfo set to
+// the holder's remaining lease as Redis last reported it.
+func (r *rule) busy(err error) error {
+	code, msg := codes.Aborted, "keylock: lock "+r.quoted+" is held by another call"
+	if r.spec.Kind == core.KindSemaphore {
+		code, msg = codes.ResourceExhausted, "keylock: all permits of "+r.quoted+" are taken"
+	}
+	delay := unknownTTLRetry
+	if le, ok := errors.AsType[*core.LockedError](err); ok && le.TTL > 0 {
+		delay = le.TTL
+	}
+	return withDetails(status.New(code, msg),
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)},
+		r.info(ReasonBusy))
+}
+
+// invalid is InvalidArgument naming the placeholder, with a BadRequest
+// field violation when the placeholder is a request field.
+func (r *rule) invalid(err error) error {
+	st := status.New(codes.InvalidArgument, err.Error())
+	ke, ok := errors.AsType[*core.KeyError](err)
+	if !ok {
+		return withDetails(st, r.info(ReasonInvalidKey))
+	}
+	info := r.info(ReasonInvalidKey)
+	info.Metadata["placeholder"] = ke.Placeholder.String()
+	if ke.Placeholder.Source != srcReq {
+		return withDetails(st, info)
+	}
+	return withDetails(st, info, &errdetails.BadRequest{
+		FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+			Field:       ke.Placeholder.Name,
+			Description: ke.Reason,
+		}},
+	})
+}
+
+func (r *rule) info(reason string) *errdetails.ErrorInfo {
+	return &errdetails.ErrorInfo{
+		Reason:   reason,
+		Domain:   Domain,
+		Metadata: map[string]string{"template": r.template},
+	}
+}
+
+// withDetails adds details to st; if they cannot be marshalled (they
+// always can), st is returned without them.
+func withDetails(st *status.Status, details ...protoadapt.MessageV1) error {
+	if d, err := st.WithDetails(details...); err == nil {
+		return d.Err()
+	}
+	return st.Err()
+}

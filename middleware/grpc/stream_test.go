@@ -1,0 +1,227 @@
+package grpclock_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/keylock/keylock/core"
+	grpclock "github.com/keylock/keylock/middleware/grpc"
+	"github.com/keylock/keylock/middleware/grpc/internal/testpb"
+)
+
+func streamOnly(i ...grpc.StreamServerInterceptor) []grpc.StreamServerInterceptor { return i }
+
+// uploadSeen is what the Upload handler saw.
+type uploadSeen struct {
+	firstErr error  // the first Recv's error
+	firstID  string // item.id of the first message
+	received int
+	owned    bool  // stream.Context() carries a lock owner
+	relocked error // TryLock of the key under stream.Context()
+	byOther  error // TryLock of the key by another owner
+}
+
+func TestStreamLocksOnFirstMessage(t *testing.T) {
+	e := newEnv(t)
+	const tpl = "upload:{req.item.id}"
+	seen := make(chan uploadSeen, 1)
+	s := &shop{upload: func(stream testpb.Shop_UploadServer) error {
+		var v uploadSeen
+		defer func() { seen <- v }()
+		ctx := stream.Context() // taken before the first message, on purpose
+		m, err := stream.Recv()
+		v.firstErr = err
+		if err != nil {
+			return err
+		}
+		v.firstID, v.received = m.GetItem().GetId(), 1
+		_, v.owned = core.OwnerFrom(ctx)
+		if inner, err := e.locks.Mutex("upload:" + v.firstID).TryLock(ctx); err == nil {
+			_ = inner.Unlock(context.Background())
+		} else {
+			v.relocked = err
+		}
+		_, v.byOther = e.locks.Mutex("upload:" + v.firstID).TryLock(context.Background())
+		for {
+			if _, err := stream.Recv(); err == io.EOF {
+				break
+			} else if err != nil {
+				return err
+			}
+			v.received++
+		}
+		return stream.SendAndClose(&testpb.BuyReply{ItemId: v.firstID, Received: int64(v.received)})
+	}}
+	c := serve(t, s, nil, streamOnly(grpclock.StreamServerInterceptor(e.locks, grpclock.WithMethod(mUpload, tpl))))
+	e.hold(t, "upload:busy")
+
+	upload := func(t *testing.T, msgs ...*testpb.BuyRequest) (*testpb.BuyReply, error) {
+		t.Helper()
+		st, err := c.Upload(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := st.Send(m); err != nil && err != io.EOF {
+				t.Fatal(err)
+			}
+		}
+		return st.CloseAndRecv()
+	}
+
+	t.Run("free key", func(t *testing.T) {
+		r, err := upload(t,
+			&testpb.BuyRequest{Item: &testpb.Item{Id: "y"}},
+			&testpb.BuyRequest{Item: &testpb.Item{Id: "other"}},
+			&testpb.BuyRequest{})
+		if err != nil || r.ItemId != "y" || r.Received != 3 {
+			t.Fatalf("Upload = %v, %v; want item y, 3 messages received", r, err)
+		}
+		v := <-seen
+		if !v.owned || v.relocked != nil {
+			t.Errorf("stream.Context() owned=%v, nested TryLock = %v; want an owner and re-entry", v.owned, v.relocked)
+		}
+		if !isLocked(v.byOther) {
+			t.Errorf("TryLock of upload:y by another owner during the stream = %v, want ErrLocked", v.byOther)
+		}
+		if n, _ := e.rdb.Exists(context.Background(), "keylock:{upload:y}").Result(); n != 0 {
+			t.Error("lock upload:y still exists after the stream, want released")
+		}
+	})
+
+	t.Run("busy key", func(t *testing.T) {
+		_, err := upload(t, &testpb.BuyRequest{Item: &testpb.Item{Id: "busy"}})
+		d := wantCode(t, err, codes.Aborted)
+		wantInfo(t, d, grpclock.ReasonBusy, tpl)
+		if d.retry == nil {
+			t.Error("no RetryInfo detail")
+		}
+		if v := <-seen; status.Code(v.firstErr) != codes.Aborted {
+			t.Errorf("handler's first Recv = %v, want the Aborted status", v.firstErr)
+		}
+	})
+
+	t.Run("no first message", func(t *testing.T) {
+		_, err := upload(t)
+		if d := wantCode(t, err, codes.InvalidArgument); !strings.Contains(d.st.Message(), "{req.item.id}") {
+			t.Errorf("message %q, want it to name {req.item.id}", d.st.Message())
+		}
+		<-seen
+	})
+
+	t.Run("handler swallows the lock error", func(t *testing.T) {
+		// A handler that ignores the first Recv's error still cannot answer:
+		// the interceptor returns the lock's status.
+		s.upload = func(stream testpb.Shop_UploadServer) error {
+			_, _ = stream.Recv()
+			err := stream.SendAndClose(&testpb.BuyReply{ItemId: "ignored"})
+			seen <- uploadSeen{firstErr: err}
+			return nil
+		}
+		_, err := upload(t, &testpb.BuyRequest{Item: &testpb.Item{Id: "busy"}})
+		wantCode(t, err, codes.Aborted)
+		if v := <-seen; status.Code(v.firstErr) != codes.Aborted {
+			t.Errorf("SendAndClose after a failed lock = %v, want the Aborted status", v.firstErr)
+		}
+	})
+}
+
+func TestStreamLostLockCancelsContext(t *testing.T) {
+	e := newEnv(t, core.WithWatchdogTimeout(300*time.Millisecond))
+	entered, cause := make(chan struct{}), make(chan error, 1)
+	s := &shop{upload: func(stream testpb.Shop_UploadServer) error {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+		close(entered)
+		select {
+		case <-stream.Context().Done():
+			cause <- context.Cause(stream.Context())
+		case <-time.After(10 * time.Second):
+			cause <- errors.New("stream context not cancelled within 10s")
+		}
+		return context.Cause(stream.Context())
+	}}
+	c := serve(t, s, nil, streamOnly(grpclock.StreamServerInterceptor(e.locks, grpclock.WithMethod(mUpload, "upload:{req.item_id}"))))
+
+	st, err := c.Upload(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&testpb.BuyRequest{ItemId: "lost"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, entered, "the handler to take the lock")
+	if n, err := e.rdb.Del(context.Background(), "keylock:{upload:lost}").Result(); err != nil || n != 1 {
+		t.Fatalf("DEL keylock:{upload:lost} = %d, %v; want 1 key deleted", n, err)
+	}
+	if got := waitFor(t, cause, "the stream context to end"); !errors.Is(got, core.ErrLockLost) {
+		t.Errorf("context.Cause(stream.Context()) = %v, want core.ErrLockLost", got)
+	}
+	if _, err := st.CloseAndRecv(); err == nil {
+		t.Error("stream succeeded, want the handler's error")
+	}
+}
+
+// TestStreamLockedBeforeHandler covers a template without {req.*}: the lock
+// is taken before the handler starts, and stream.Context() is the lease's.
+func TestStreamLockedBeforeHandler(t *testing.T) {
+	e := newEnv(t)
+	const tpl = "watch:{md.x-user-id}"
+	seen := make(chan error, 1)
+	s := &shop{watch: func(req *testpb.BuyRequest, stream testpb.Shop_WatchServer) error {
+		_, err := e.locks.Mutex("watch:u1").TryLock(context.Background())
+		seen <- err
+		return stream.Send(&testpb.BuyReply{ItemId: req.ItemId})
+	}}
+	c := serve(t, s, nil, streamOnly(grpclock.StreamServerInterceptor(e.locks, grpclock.WithMethod(mWatch, tpl))))
+
+	watch := func(user string) (*testpb.BuyReply, error) {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-user-id", user)
+		st, err := c.Watch(ctx, &testpb.BuyRequest{ItemId: "w"})
+		if err != nil {
+			return nil, err
+		}
+		return st.Recv()
+	}
+	if r, err := watch("u1"); err != nil || r.ItemId != "w" {
+		t.Fatalf("Watch(u1) = %v, %v; want a reply", r, err)
+	}
+	if err := <-seen; !isLocked(err) {
+		t.Errorf("TryLock of watch:u1 by another owner while the handler ran = %v, want ErrLocked", err)
+	}
+	e.hold(t, "watch:u2")
+	_, err := watch("u2")
+	wantInfo(t, wantCode(t, err, codes.Aborted), grpclock.ReasonBusy, tpl)
+}
+
+func TestStreamMethodWithoutRuleIsUntouched(t *testing.T) {
+	e := newDownEnv(t)
+	owned := make(chan bool, 1)
+	s := &shop{upload: func(stream testpb.Shop_UploadServer) error {
+		_, ok := core.OwnerFrom(stream.Context())
+		owned <- ok
+		return stream.SendAndClose(&testpb.BuyReply{})
+	}}
+	c := serve(t, s, nil, streamOnly(grpclock.StreamServerInterceptor(e.locks, grpclock.WithMethod(mWatch, "watch:{req.item_id}"))))
+	e.srv.Kill()
+	st, err := c.Upload(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CloseAndRecv(); err != nil {
+		t.Fatalf("Upload (no rule) with Redis down = %v, want success", err)
+	}
+	if <-owned {
+		t.Error("Upload handler saw a lock owner, want an untouched stream")
+	}
+}
