@@ -1,0 +1,236 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// writeIntentTTL is how long a waiting writer keeps new readers out without
+// renewing its intent. A waiting writer renews it at least every third of
+// that; one that crashed while waiting blocks new readers for at most this.
+const writeIntentTTL = 3 * time.Second
+
+var (
+	scriptRWReadAcquire  = registerScript("rw_read_acquire", "lib_fence", "lib_rw")
+	scriptRWReadRenew    = registerScript("rw_read_renew", "lib_fence", "lib_rw")
+	scriptRWReadRelease  = registerScript("rw_read_release", "lib_fence", "lib_rw")
+	scriptRWWriteAcquire = registerScript("rw_write_acquire", "lib_fence", "lib_rw")
+	scriptRWWriteRelease = registerScript("rw_write_release")
+	scriptRWWriteLeave   = registerScript("rw_write_leave")
+)
+
+// RWMutex is a distributed reentrant read-write lock (Redisson's
+// RReadWriteLock): many readers, or one writer. Create it with
+// Client.RWMutex; it is a cheap handle (no Redis call) and safe for
+// concurrent use.
+//
+// Both sides are reentrant per owner, and the owner of the write lock may
+// also take read locks (it cannot be blocked by its own write). An owner
+// that is the only reader may take the write lock (an upgrade); with other
+// readers present it waits like any writer.
+//
+// Each reader holds its own lease, renewed by the watchdog independently
+// of the others, so a crashed reader stops counting when its own lease ends.
+//
+// Writers are not starved by a stream of readers: a writer that finds the
+// lock busy records a write intent, and while an intent is live no new
+// reader gets in (readers that already read may still re-enter). The writer
+// therefore waits only for the readers present when it arrived. A writer's
+// release clears all intents and wakes every waiting reader and one writer,
+// so readers that waited get their turn before the next writer shuts the
+// door again. An intent that is not renewed (the writer gave up or crashed)
+// lapses after a few seconds; a writer that gives up withdraws it at once.
+type RWMutex struct {
+	c       *Client
+	k       keys
+	readers string // zset owner -> reader's lease deadline (server ms)
+	counts  string // hash owner -> read holds, ':'..owner -> token
+	intents string // zset waiting writer -> deadline (server ms)
+	rch     string // readers' wake-up channel
+	wch     string // writers' wake-up channel
+	err     error
+}
+
+// RWMutex returns the read-write lock called name. Name rules are Mutex's;
+// an invalid name makes every call fail with ErrInvalidName.
+func (c *Client) RWMutex(name string) *RWMutex {
+	k := newKeys(name)
+	return &RWMutex{
+		c: c, k: k,
+		readers: k.sub("readers"),
+		counts:  k.sub("rcount"),
+		intents: k.sub("intents"),
+		rch:     k.ch + ":r",
+		wch:     k.ch + ":w",
+		err:     validateName(name),
+	}
+}
+
+// Name returns the lock name.
+func (rw *RWMutex) Name() string { return rw.k.name }
+
+// RLock takes a read lock, waiting while a writer holds the lock or waits
+// for it, until ctx ends (or the WaitTimeout option expires). The lease's
+// Kind is KindRead. Errors and the lease are as for Mutex.Lock.
+func (rw *RWMutex) RLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	if rw.err != nil {
+		return nil, rw.err
+	}
+	return rw.c.acquire(ctx, rwRead{rw}, true, opts)
+}
+
+// TryRLock makes one attempt to take a read lock.
+func (rw *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	if rw.err != nil {
+		return nil, rw.err
+	}
+	return rw.c.acquire(ctx, rwRead{rw}, false, opts)
+}
+
+// Lock takes the write lock, waiting until no other owner reads or writes,
+// or ctx ends (or the WaitTimeout option expires). While it waits, new
+// readers are kept out. The lease's Kind is KindWrite.
+func (rw *RWMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return rw.lock(ctx, true, opts)
+}
+
+// TryLock makes one attempt to take the write lock. It does not keep
+// readers out when it fails.
+func (rw *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return rw.lock(ctx, false, opts)
+}
+
+func (rw *RWMutex) lock(ctx context.Context, wait bool, opts []LockOption) (*Lease, error) {
+	if rw.err != nil {
+		return nil, rw.err
+	}
+	a := &rwWrite{RWMutex: rw, wait: wait}
+	l, err := rw.c.acquire(ctx, a, wait, opts)
+	if err != nil && a.intent {
+		a.leave()
+	}
+	return l, err
+}
+
+// RLocker returns a Locker whose Lock and TryLock take read locks (like
+// sync.RWMutex.RLocker), for code written against Locker.
+func (rw *RWMutex) RLocker() Locker { return readLocker{rw} }
+
+// readLocker is the read side of an RWMutex seen as a Locker.
+type readLocker struct{ rw *RWMutex }
+
+func (r readLocker) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return r.rw.RLock(ctx, opts...)
+}
+
+func (r readLocker) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return r.rw.TryRLock(ctx, opts...)
+}
+
+// Name returns the lock name.
+func (r readLocker) Name() string { return r.rw.k.name }
+
+// rwRead is the protocol of the read side.
+type rwRead struct{ *RWMutex }
+
+func (r rwRead) info() LockInfo  { return LockInfo{Kind: KindRead, Name: r.k.name} }
+func (r rwRead) holdKey() string { return "read\x00" + r.k.lock }
+func (r rwRead) channel() string { return r.rch }
+
+func (r rwRead) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
+	return r.c.acquireScript(ctx, r, owner, lease, scriptRWReadAcquire,
+		[]string{r.k.lock, r.readers, r.counts, r.intents, r.k.fence},
+		owner, ms(lease), ms(fenceTTL))
+}
+
+func (r rwRead) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
+	return scriptRWReadRenew.EvalSha(ctx, pipe, []string{r.readers, r.counts}, owner, ms(lease))
+}
+
+func (r rwRead) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
+	return decodeRenew(scriptRWReadRenew.run(ctx, r.c.rdb, []string{r.readers, r.counts}, owner, ms(lease)))
+}
+
+func (r rwRead) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+	pub, err := r.c.hub.publishCommand(ctx)
+	if err != nil {
+		return releaseReply{}, err
+	}
+	return decodeRelease(scriptRWReadRelease.run(ctx, r.c.rdb,
+		[]string{r.readers, r.counts, r.k.receipt(leaseID), r.wch},
+		owner, ms(lease), pub, ms(receiptTTL)))
+}
+
+// rwWrite is the protocol of one Lock or TryLock call on the write side: it
+// remembers whether it left a write intent to withdraw if it gives up.
+type rwWrite struct {
+	*RWMutex
+	wait   bool
+	owner  string
+	intent bool
+}
+
+func (w *rwWrite) info() LockInfo  { return LockInfo{Kind: KindWrite, Name: w.k.name} }
+func (w *rwWrite) holdKey() string { return "write\x00" + w.k.lock }
+func (w *rwWrite) channel() string { return w.wch }
+
+func (w *rwWrite) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
+	w.owner = owner
+	join := "0"
+	if w.wait {
+		join = "1"
+	}
+	rep, err := w.c.acquireScript(ctx, w, owner, lease, scriptRWWriteAcquire,
+		[]string{w.k.lock, w.readers, w.counts, w.intents, w.k.fence},
+		owner, ms(lease), ms(fenceTTL), ms(writeIntentTTL), join)
+	if err == nil {
+		w.intent = w.wait && !rep.acquired
+	}
+	return rep, err
+}
+
+// leave withdraws the intent of a writer that gave up, with a fresh bounded
+// context. If it fails, the intent lapses after writeIntentTTL anyway.
+func (w *rwWrite) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.releaseTimeout)
+	defer cancel()
+	pub, err := w.c.hub.publishCommand(ctx)
+	if err != nil {
+		return
+	}
+	_ = scriptRWWriteLeave.run(ctx, w.c.rdb, []string{w.intents, w.rch}, w.owner, pub).Err()
+}
+
+func (w *rwWrite) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
+	return scriptMutexRenew.EvalSha(ctx, pipe, []string{w.k.lock}, owner, ms(lease))
+}
+
+func (w *rwWrite) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
+	return decodeRenew(scriptMutexRenew.run(ctx, w.c.rdb, []string{w.k.lock}, owner, ms(lease)))
+}
+
+func (w *rwWrite) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+	pub, err := w.c.hub.publishCommand(ctx)
+	if err != nil {
+		return releaseReply{}, err
+	}
+	return decodeRelease(scriptRWWriteRelease.run(ctx, w.c.rdb,
+		[]string{w.k.lock, w.intents, w.k.receipt(leaseID), w.rch, w.wch},
+		owner, ms(lease), pub, ms(receiptTTL)))
+}
+
+// decodeRelease reads the reply shared by release scripts: the holds the
+// owner still has, or -1 when it held none.
+func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return releaseReply{}, err
+	}
+	n, err := toInt64(v)
+	if err != nil {
+		return releaseReply{}, err
+	}
+	return releaseReply{held: n >= 0, remaining: n}, nil
+}

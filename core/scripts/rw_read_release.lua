@@ -1,0 +1,37 @@
+-- rw_read_release: give back one read hold, idempotently; when the last
+-- reader leaves, wake one waiting writer. Needs lib_fence and lib_rw.
+--
+-- KEYS[1]  readers zset: owner id -> lease deadline (server ms)
+-- KEYS[2]  reader counts hash: owner id -> read hold count
+-- KEYS[3]  release receipt of this lease (string, kept ARGV[4] ms)
+-- KEYS[4]  writers' wake-up channel
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds, re-applied while holds remain
+-- ARGV[3]  publish command: 'publish' or 'spublish'
+-- ARGV[4]  receipt TTL in milliseconds
+--
+-- Returns n >= 0  read holds the owner still has
+--         -1      the owner does not read
+local done = redis.call('get', KEYS[3])
+if done then
+  return tonumber(done)
+end
+if redis.call('hexists', KEYS[2], ARGV[1]) == 0 then
+  return -1
+end
+local now = now_ms()
+local n = redis.call('hincrby', KEYS[2], ARGV[1], -1)
+if n > 0 then
+  redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+  keep_for(KEYS[1], tonumber(ARGV[2]))
+  keep_for(KEYS[2], tonumber(ARGV[2]))
+else
+  redis.call('hdel', KEYS[2], ARGV[1], ':' .. ARGV[1])
+  redis.call('zrem', KEYS[1], ARGV[1])
+  rw_prune(KEYS[1], KEYS[2], nil, now)
+  if redis.call('zcard', KEYS[1]) == 0 then
+    redis.call(ARGV[3], KEYS[4], '1')
+  end
+end
+redis.call('set', KEYS[3], n, 'px', ARGV[4])
+return n

@@ -1,0 +1,19 @@
+-- rw_read_renew: extend one reader's own lease (the watchdog).
+-- Needs lib_fence and lib_rw.
+--
+-- KEYS[1]  readers zset: owner id -> lease deadline (server ms)
+-- KEYS[2]  reader counts hash: owner id -> read hold count
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds
+--
+-- Returns 1 when the owner still reads (its deadline is now + ARGV[2]),
+--         0 when it does not, or its lease already ran out (lost).
+local now = now_ms()
+local dl = redis.call('zscore', KEYS[1], ARGV[1])
+if (not dl) or tonumber(dl) <= now or redis.call('hexists', KEYS[2], ARGV[1]) == 0 then
+  return 0
+end
+redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+keep_for(KEYS[1], tonumber(ARGV[2]))
+keep_for(KEYS[2], tonumber(ARGV[2]))
+return 1

@@ -1,0 +1,57 @@
+-- rw_write_acquire: take the write lock of a read-write lock, re-enter it,
+-- or announce a waiting writer. Needs lib_fence and lib_rw.
+--
+-- KEYS[1]  writer hash: owner id -> write hold count, plus ':token'
+-- KEYS[2]  readers zset: owner id -> lease deadline (server ms)
+-- KEYS[3]  reader counts hash
+-- KEYS[4]  write intents zset: waiting writer -> deadline (server ms)
+-- KEYS[5]  fence counter of this lock name
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  fence counter TTL in milliseconds
+-- ARGV[4]  write intent TTL in milliseconds
+-- ARGV[5]  '1': when refused, record (or renew) this writer's intent, which
+--          keeps new readers out until it takes the lock; '0': TryLock
+--
+-- Returns {1, token}  write lock taken: no writer, and no reader but
+--                     (possibly) the owner itself
+--         {2, token}  re-entered
+--         {0, ms}     refused; retry in ms at the latest (a waiting writer
+--                     retries at least every third of the intent TTL, which
+--                     renews its intent)
+local now = now_ms()
+local owner = ARGV[1]
+rw_prune(KEYS[2], KEYS[3], KEYS[4], now)
+
+local wait
+if redis.call('exists', KEYS[1]) == 1 then
+  if redis.call('hexists', KEYS[1], owner) == 1 then
+    redis.call('hincrby', KEYS[1], owner, 1)
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+      redis.call('pexpire', KEYS[1], ARGV[2])
+    end
+    return {2, redis.call('hget', KEYS[1], ':token')}
+  end
+  wait = math.max(redis.call('pttl', KEYS[1]), 0)
+else
+  local readers = redis.call('zcard', KEYS[2])
+  local mine = redis.call('zscore', KEYS[2], owner)
+  if mine then
+    readers = readers - 1
+  end
+  if readers == 0 then
+    redis.call('zrem', KEYS[4], owner)
+    local token = fence_next(KEYS[5], ARGV[3])
+    redis.call('hset', KEYS[1], owner, 1, ':token', token)
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return {1, token}
+  end
+  wait = first_deadline(KEYS[2], now)
+end
+if ARGV[5] == '1' then
+  local ttl = tonumber(ARGV[4])
+  redis.call('zadd', KEYS[4], now + ttl, owner)
+  keep_for(KEYS[4], ttl)
+  wait = math.min(wait, math.floor(ttl / 3))
+end
+return {0, wait}

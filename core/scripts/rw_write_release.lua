@@ -1,0 +1,33 @@
+-- rw_write_release: give back one write hold, idempotently. The last hold
+-- clears the write intents (readers woken now get their turn before the
+-- next writer re-announces itself) and wakes all readers and one writer.
+--
+-- KEYS[1]  writer hash: owner id -> write hold count
+-- KEYS[2]  write intents zset
+-- KEYS[3]  release receipt of this lease (string, kept ARGV[4] ms)
+-- KEYS[4]  readers' wake-up channel
+-- KEYS[5]  writers' wake-up channel
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds, re-applied while holds remain
+-- ARGV[3]  publish command: 'publish' or 'spublish'
+-- ARGV[4]  receipt TTL in milliseconds
+--
+-- Returns n >= 0  write holds the owner still has
+--         -1      the owner does not hold the write lock
+local done = redis.call('get', KEYS[3])
+if done then
+  return tonumber(done)
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return -1
+end
+local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+if n > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+else
+  redis.call('del', KEYS[1], KEYS[2])
+  redis.call(ARGV[3], KEYS[4], '-1')
+  redis.call(ARGV[3], KEYS[5], '1')
+end
+redis.call('set', KEYS[3], n, 'px', ARGV[4])
+return n
