@@ -19,9 +19,9 @@ import (
 type discard struct{}
 
 func (discard) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (discard) OnEnd(sdktrace.ReadOnlySpan)                      {}
-func (discard) Shutdown(context.Context) error                   { return nil }
-func (discard) ForceFlush(context.Context) error                 { return nil }
+func (discard) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (discard) Shutdown(context.Context) error                  { return nil }
+func (discard) ForceFlush(context.Context) error                { return nil }
 
 // BenchmarkLockUnlock measures an uncontended Lock+Unlock on a real
 // redis-server with no observer, with the Observer on no-op providers,
