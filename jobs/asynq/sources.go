@@ -1,15 +1,11 @@
 package asynqlock
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/hibiken/asynq"
@@ -85,16 +81,15 @@ func (c *config) sourceFor(p core.Placeholder) (source, error) {
 }
 
 // request is one task attempt being resolved: the core.Resolver handed to
-// Template.AppendRender. The payload is decoded at most once, on the first
+// Template.AppendRender. The payload is checked at most once, on the first
 // payload placeholder.
 type request struct {
 	ctx     context.Context
 	task    *asynq.Task
 	sources []source
 
-	doc     any
-	decoded bool
-	docErr  string // why the payload could not be decoded
+	checked bool   // the payload was checked for valid JSON
+	docErr  string // why the payload is not JSON
 
 	// reason, when set, replaces core's generic "missing" for the
 	// placeholder that stopped the rendering (rendering stops at the first
@@ -104,69 +99,3 @@ type request struct {
 
 // Value implements core.Resolver.
 func (r *request) Value(_ core.Placeholder, i int) (string, bool) { return r.sources[i](r) }
-
-// payloadValue looks path up in the JSON payload. Strings give their
-// text, numbers their JSON text as written (42, 4.20, 1e3), booleans
-// "true"/"false". A missing member, null, or an object or array is not a
-// key value.
-func (r *request) payloadValue(path []string) (string, bool) {
-	if !r.decoded {
-		r.decoded = true
-		r.doc, r.docErr = decodePayload(r.task.Payload())
-	}
-	if r.docErr != "" {
-		r.reason = r.docErr
-		return "", false
-	}
-	v := r.doc
-	for _, seg := range path {
-		switch node := v.(type) {
-		case map[string]any:
-			var ok bool
-			if v, ok = node[seg]; !ok {
-				return "", false
-			}
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(node) || seg != strconv.Itoa(i) {
-				return "", false
-			}
-			v = node[i]
-		default:
-			return "", false
-		}
-	}
-	switch v := v.(type) {
-	case string:
-		return v, true
-	case json.Number:
-		return string(v), true
-	case bool:
-		return strconv.FormatBool(v), true
-	case nil:
-		r.reason = "null in the payload"
-	case map[string]any:
-		r.reason = "an object in the payload, not a scalar"
-	case []any:
-		r.reason = "an array in the payload, not a scalar"
-	}
-	return "", false
-}
-
-// decodePayload decodes a JSON payload, keeping numbers as their text.
-// On failure it returns why, for the KeyError.
-func decodePayload(p []byte) (any, string) {
-	if len(bytes.TrimSpace(p)) == 0 {
-		return nil, "the payload is empty, not JSON"
-	}
-	dec := json.NewDecoder(bytes.NewReader(p))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return nil, "the payload is not valid JSON"
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, "the payload is not valid JSON (trailing data)"
-	}
-	return doc, ""
-}
