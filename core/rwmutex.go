@@ -13,10 +13,10 @@ import (
 const writeIntentTTL = 3 * time.Second
 
 var (
-	scriptRWReadAcquire  = registerScript("rw_read_acquire", "lib_fence", "lib_rw")
-	scriptRWReadRenew    = registerScript("rw_read_renew", "lib_fence", "lib_rw")
-	scriptRWReadRelease  = registerScript("rw_read_release", "lib_fence", "lib_rw")
-	scriptRWWriteAcquire = registerScript("rw_write_acquire", "lib_fence", "lib_rw")
+	scriptRWReadAcquire  = registerScript("rw_read_acquire", "lib_fence", "lib_lease")
+	scriptLeaseRenew     = registerScript("lease_renew", "lib_fence", "lib_lease")
+	scriptRWReadRelease  = registerScript("rw_read_release", "lib_fence", "lib_lease")
+	scriptRWWriteAcquire = registerScript("rw_write_acquire", "lib_fence", "lib_lease")
 	scriptRWWriteRelease = registerScript("rw_write_release")
 	scriptRWWriteLeave   = registerScript("rw_write_leave")
 )
@@ -146,11 +146,11 @@ func (r rwRead) acquire(ctx context.Context, owner string, lease time.Duration) 
 }
 
 func (r rwRead) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
-	return scriptRWReadRenew.EvalSha(ctx, pipe, []string{r.readers, r.counts}, owner, ms(lease))
+	return scriptLeaseRenew.EvalSha(ctx, pipe, []string{r.readers, r.counts}, owner, ms(lease))
 }
 
 func (r rwRead) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
-	return decodeRenew(scriptRWReadRenew.run(ctx, r.c.rdb, []string{r.readers, r.counts}, owner, ms(lease)))
+	return decodeRenew(scriptLeaseRenew.run(ctx, r.c.rdb, []string{r.readers, r.counts}, owner, ms(lease)))
 }
 
 func (r rwRead) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {

@@ -1,12 +1,13 @@
--- rw_read_renew: extend one reader's own lease (the watchdog).
--- Needs lib_fence and lib_rw.
+-- lease_renew: extend one holder's own lease (the watchdog), for the kinds
+-- whose holders each have their own: readers of a read-write lock and
+-- semaphore holders. Needs lib_fence and lib_lease.
 --
--- KEYS[1]  readers zset: owner id -> lease deadline (server ms)
--- KEYS[2]  reader counts hash: owner id -> read hold count
--- ARGV[1]  owner id
+-- KEYS[1]  holders zset: holder id -> lease deadline (server ms)
+-- KEYS[2]  holders hash: holder id -> hold count or permits
+-- ARGV[1]  holder id
 -- ARGV[2]  lease in milliseconds
 --
--- Returns 1 when the owner still reads (its deadline is now + ARGV[2]),
+-- Returns 1 when the holder still holds (its deadline is now + ARGV[2]),
 --         0 when it does not, or its lease already ran out (lost).
 local now = now_ms()
 local dl = redis.call('zscore', KEYS[1], ARGV[1])

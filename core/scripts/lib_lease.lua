@@ -1,22 +1,18 @@
--- lib_rw: helpers of the read-write lock scripts (prepended after
--- lib_fence; not a script of its own).
+-- lib_lease: helpers of the kinds whose holders each have their own lease
+-- (readers of a read-write lock, semaphore holders); prepended after
+-- lib_fence, not a script of its own.
 --
--- Readers live in a zset (owner -> its own lease deadline, server ms) and a
--- hash (owner -> read hold count, ':'..owner -> its fencing token), so each
--- reader's lease is its own: a crashed reader is pruned once its deadline
--- passes, whatever the others do. Waiting writers announce themselves in an
--- intents zset (owner -> deadline) that keeps new readers out.
+-- Such holders live in a zset (holder -> its lease deadline, server ms)
+-- and a hash (holder -> its hold count or permits, ':'..holder -> its
+-- fencing token where kept), so each holder's lease is its own: a crashed
+-- holder is pruned once its deadline passes, whatever the others do.
 
--- rw_prune drops readers (and, when intents is given, write intents) whose
--- deadline has passed.
-local function rw_prune(readers, counts, intents, now)
-  local dead = redis.call('zrangebyscore', readers, '-inf', now)
-  for _, owner in ipairs(dead) do
-    redis.call('zrem', readers, owner)
-    redis.call('hdel', counts, owner, ':' .. owner)
-  end
-  if intents then
-    redis.call('zremrangebyscore', intents, '-inf', now)
+-- prune_expired drops the holders of zset/hash whose deadline has passed.
+local function prune_expired(zset, hash, now)
+  local dead = redis.call('zrangebyscore', zset, '-inf', now)
+  for _, holder in ipairs(dead) do
+    redis.call('zrem', zset, holder)
+    redis.call('hdel', hash, holder, ':' .. holder)
   end
 end
 
@@ -27,7 +23,8 @@ local function keep_for(key, ms)
   end
 end
 
--- first_deadline is the smallest deadline in zset minus now (nil if empty).
+-- first_deadline is the smallest deadline in zset minus now, at least 0
+-- (nil when the zset is empty).
 local function first_deadline(zset, now)
   local first = redis.call('zrange', zset, 0, 0, 'withscores')
   if #first == 0 then

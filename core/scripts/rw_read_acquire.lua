@@ -1,5 +1,5 @@
 -- rw_read_acquire: take a read lock of a read-write lock, or re-enter it.
--- Needs lib_fence and lib_rw.
+-- Needs lib_fence and lib_lease.
 --
 -- KEYS[1]  writer hash: owner id -> write hold count, plus ':token'
 -- KEYS[2]  readers zset: owner id -> the reader's lease deadline (server ms)
@@ -21,7 +21,8 @@
 local now = now_ms()
 local owner = ARGV[1]
 local lease = tonumber(ARGV[2])
-rw_prune(KEYS[2], KEYS[3], KEYS[4], now)
+prune_expired(KEYS[2], KEYS[3], now)
+redis.call('zremrangebyscore', KEYS[4], '-inf', now)
 
 local writing = redis.call('hexists', KEYS[1], owner) == 1
 if (not writing) and redis.call('exists', KEYS[1]) == 1 then

@@ -1,5 +1,5 @@
 -- rw_read_release: give back one read hold, idempotently; when the last
--- reader leaves, wake one waiting writer. Needs lib_fence and lib_rw.
+-- reader leaves, wake one waiting writer. Needs lib_fence and lib_lease.
 --
 -- KEYS[1]  readers zset: owner id -> lease deadline (server ms)
 -- KEYS[2]  reader counts hash: owner id -> read hold count
@@ -28,7 +28,7 @@ if n > 0 then
 else
   redis.call('hdel', KEYS[2], ARGV[1], ':' .. ARGV[1])
   redis.call('zrem', KEYS[1], ARGV[1])
-  rw_prune(KEYS[1], KEYS[2], nil, now)
+  prune_expired(KEYS[1], KEYS[2], now)
   if redis.call('zcard', KEYS[1]) == 0 then
     redis.call(ARGV[3], KEYS[4], '1')
   end

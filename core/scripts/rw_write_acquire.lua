@@ -1,5 +1,5 @@
 -- rw_write_acquire: take the write lock of a read-write lock, re-enter it,
--- or announce a waiting writer. Needs lib_fence and lib_rw.
+-- or announce a waiting writer. Needs lib_fence and lib_lease.
 --
 -- KEYS[1]  writer hash: owner id -> write hold count, plus ':token'
 -- KEYS[2]  readers zset: owner id -> lease deadline (server ms)
@@ -21,7 +21,8 @@
 --                     renews its intent)
 local now = now_ms()
 local owner = ARGV[1]
-rw_prune(KEYS[2], KEYS[3], KEYS[4], now)
+prune_expired(KEYS[2], KEYS[3], now)
+redis.call('zremrangebyscore', KEYS[4], '-inf', now)
 
 local wait
 if redis.call('exists', KEYS[1]) == 1 then

@@ -1,0 +1,43 @@
+-- sem_acquire: take n permits of a semaphore for one holder, in one round
+-- trip. Needs lib_fence and lib_lease.
+--
+-- KEYS[1]  holders hash: holder id -> permits held
+-- KEYS[2]  holders zset: holder id -> the holder's lease deadline (server ms)
+-- KEYS[3]  permit count set by SetPermits (string; absent: ARGV[5])
+-- KEYS[4]  fence counter of this semaphore
+-- ARGV[1]  holder id (unique per acquisition)
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  fence counter TTL in milliseconds
+-- ARGV[4]  n, the permits wanted (>= 1)
+-- ARGV[5]  permit count to use when KEYS[3] is absent
+--
+-- Returns {1, token}  acquired: the holder has n permits until its lease
+--                     ends (renewed by the watchdog) or it releases them
+--         {0, ms}     not enough free permits; retry in ms at the latest
+--                     (when the first holder's lease ends; a release wakes
+--                     waiters sooner)
+--         {-1, size}  n exceeds the permit count size: it can never succeed
+--
+-- Holders whose lease ran out (crashed) are dropped first: their permits
+-- are free again.
+local now = now_ms()
+prune_expired(KEYS[2], KEYS[1], now)
+local size = tonumber(redis.call('get', KEYS[3]) or ARGV[5])
+local n = tonumber(ARGV[4])
+if n > size then
+  return {-1, size}
+end
+local used = 0
+for _, v in ipairs(redis.call('hvals', KEYS[1])) do
+  used = used + tonumber(v)
+end
+if used + n <= size then
+  local token = fence_next(KEYS[4], ARGV[3])
+  local lease = tonumber(ARGV[2])
+  redis.call('hset', KEYS[1], ARGV[1], n)
+  redis.call('zadd', KEYS[2], now + lease, ARGV[1])
+  keep_for(KEYS[1], lease)
+  keep_for(KEYS[2], lease)
+  return {1, token}
+end
+return {0, first_deadline(KEYS[2], now) or 0}

@@ -1,0 +1,26 @@
+-- sem_release: give back a holder's permits, idempotently, and wake as many
+-- waiters as permits were freed.
+--
+-- KEYS[1]  holders hash: holder id -> permits held
+-- KEYS[2]  holders zset: holder id -> lease deadline (server ms)
+-- KEYS[3]  release receipt of this lease (string, kept ARGV[3] ms)
+-- KEYS[4]  wake-up channel
+-- ARGV[1]  holder id
+-- ARGV[2]  publish command: 'publish' or 'spublish'
+-- ARGV[3]  receipt TTL in milliseconds
+--
+-- Returns 0   released (the message on KEYS[4] is the number of permits)
+--         -1  the holder held nothing (its lease ran out, or released)
+local done = redis.call('get', KEYS[3])
+if done then
+  return tonumber(done)
+end
+local n = redis.call('hget', KEYS[1], ARGV[1])
+if not n then
+  return -1
+end
+redis.call('hdel', KEYS[1], ARGV[1])
+redis.call('zrem', KEYS[2], ARGV[1])
+redis.call(ARGV[2], KEYS[4], n)
+redis.call('set', KEYS[3], 0, 'px', ARGV[3])
+return 0

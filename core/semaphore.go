@@ -1,0 +1,192 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	scriptSemAcquire     = registerScript("sem_acquire", "lib_fence", "lib_lease")
+	scriptSemRelease     = registerScript("sem_release")
+	scriptSemSetPermits  = registerScript("sem_set_permits")
+	scriptSemAvailable   = registerScript("sem_available")
+	errSemaphoreTooSmall = errors.New("keylock: more permits than the semaphore has")
+)
+
+// Semaphore is a distributed counting semaphore with leased permits
+// (Redisson's RPermitExpirableSemaphore): up to its permit count of permits
+// are held at once. Create it with Client.Semaphore; it is a cheap handle
+// (no Redis call) and safe for concurrent use.
+//
+// Each acquisition is its own holder with its own lease, like a lock's: it
+// is renewed by the watchdog while held (or expires after LeaseTime), and
+// the permits of a holder that died come back when its lease ends. A
+// semaphore is not reentrant: every Acquire takes permits anew, whatever
+// the owner. Waiters are woken by releases (as many as permits were freed),
+// not by polling. Acquisition is not fair: a waiter asking for many permits
+// can be overtaken by ones asking for few.
+//
+// A Semaphore is also a Locker: Lock and TryLock take one permit.
+type Semaphore struct {
+	c       *Client
+	k       keys
+	expiry  string // zset holder -> lease deadline (server ms)
+	size    string // permit count stored by SetPermits
+	permits int
+	err     error
+}
+
+// Semaphore returns the semaphore called name with permits permits.
+//
+// The permit count lives with the handles until SetPermits stores one in
+// Redis: from then on the stored count applies to every handle of that
+// name, on every Client. Name rules are Mutex's; an invalid name or a
+// permits < 1 makes every call fail (ErrInvalidName, ErrInvalidOption).
+func (c *Client) Semaphore(name string, permits int) *Semaphore {
+	k := newKeys(name)
+	s := &Semaphore{c: c, k: k, expiry: k.sub("expiry"), size: k.sub("size"), permits: permits, err: validateName(name)}
+	if s.err == nil && permits < 1 {
+		s.err = fmt.Errorf("%w: semaphore %q needs at least one permit, got %d", ErrInvalidOption, name, permits)
+	}
+	return s
+}
+
+// Name returns the semaphore name.
+func (s *Semaphore) Name() string { return s.k.name }
+
+// Acquire takes n permits, waiting until that many are free or ctx ends
+// (or the WaitTimeout option expires). Unlocking the returned lease gives
+// the n permits back. An n larger than the permit count fails at once with
+// an error matching ErrInvalidOption that says both numbers; n < 1 too.
+// Errors and the lease are otherwise as for Mutex.Lock; the lease's Kind is
+// KindSemaphore, and its Token is fresh for every acquisition.
+func (s *Semaphore) Acquire(ctx context.Context, n int, opts ...LockOption) (*Lease, error) {
+	return s.acquire(ctx, n, true, opts)
+}
+
+// TryAcquire makes one attempt to take n permits.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...LockOption) (*Lease, error) {
+	return s.acquire(ctx, n, false, opts)
+}
+
+// Lock takes one permit, like Acquire(ctx, 1, opts...).
+func (s *Semaphore) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return s.acquire(ctx, 1, true, opts)
+}
+
+// TryLock makes one attempt to take one permit.
+func (s *Semaphore) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return s.acquire(ctx, 1, false, opts)
+}
+
+func (s *Semaphore) acquire(ctx context.Context, n int, wait bool, opts []LockOption) (*Lease, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: semaphore %q: cannot acquire %d permits", ErrInvalidOption, s.k.name, n)
+	}
+	a := &semAttempt{Semaphore: s, n: n, holder: s.c.newID()}
+	l, err := s.c.acquire(ctx, a, wait, opts)
+	if err != nil && a.tooFew > 0 {
+		return nil, fmt.Errorf("%w: semaphore %q: asked for %d permits, it has %d", ErrInvalidOption, s.k.name, n, a.tooFew)
+	}
+	return l, err
+}
+
+// SetPermits changes the permit count of the semaphore for every handle of
+// its name, on every Client, while it is in use. Holders keep the permits
+// they have. If the count grows, waiters are woken and take the new
+// permits; if it shrinks below the permits in use, nobody is evicted: new
+// acquisitions wait until enough holders have left, and waiters asking for
+// more than the new count fail with ErrInvalidOption. The count is stored
+// without expiry (key keylock:{name}:size); n < 1 fails with
+// ErrInvalidOption.
+func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
+	if s.err != nil {
+		return s.err
+	}
+	if n < 1 {
+		return fmt.Errorf("%w: semaphore %q needs at least one permit, got %d", ErrInvalidOption, s.k.name, n)
+	}
+	pub, err := s.c.hub.publishCommand(ctx)
+	if err == nil {
+		err = scriptSemSetPermits.run(ctx, s.c.rdb, []string{s.size, s.k.ch}, n, pub).Err()
+	}
+	return wrapRedis("set permits", s.k.name, err)
+}
+
+// Available returns the permit count in force and the permits free now
+// (free may be negative after the count shrank below the permits in use).
+func (s *Semaphore) Available(ctx context.Context) (size, free int, err error) {
+	if s.err != nil {
+		return 0, 0, s.err
+	}
+	v, err := scriptSemAvailable.run(ctx, s.c.rdb, []string{s.k.lock, s.expiry, s.size}, s.permits).Result()
+	if err != nil {
+		return 0, 0, wrapRedis("available", s.k.name, err)
+	}
+	total, used, err := pair(v)
+	if err != nil {
+		return 0, 0, wrapRedis("available", s.k.name, err)
+	}
+	return int(total), int(total - used), nil
+}
+
+// semAttempt is the protocol of one acquisition: one holder, with its own
+// id (the field its permits are kept under) and its own hold.
+type semAttempt struct {
+	*Semaphore
+	n      int
+	holder string
+	tooFew int // > 0: n exceeds this permit count
+}
+
+func (a *semAttempt) info() LockInfo  { return LockInfo{Kind: KindSemaphore, Name: a.k.name} }
+func (a *semAttempt) holdKey() string { return "sem\x00" + a.k.lock + "\x00" + a.holder }
+func (a *semAttempt) channel() string { return a.k.ch }
+
+func (a *semAttempt) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
+	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire, []string{a.k.lock, a.expiry, a.size, a.k.fence},
+		a.holder, ms(lease), ms(fenceTTL), a.n, a.permits)
+	if err != nil {
+		return acquireReply{}, err
+	}
+	status, val, err := pair(v)
+	if err != nil {
+		return acquireReply{}, err
+	}
+	switch status {
+	case -1:
+		a.tooFew = int(val)
+		return acquireReply{}, errSemaphoreTooSmall
+	case 1:
+		if err := a.c.replicated(ctx, a, owner, lease, acked); err != nil {
+			return acquireReply{}, err
+		}
+		return acquireReply{acquired: true, token: uint64(val)}, nil
+	}
+	return acquireReply{ttl: msDur(val)}, nil
+}
+
+func (a *semAttempt) renew(ctx context.Context, pipe redis.Pipeliner, _ string, lease time.Duration) *redis.Cmd {
+	return scriptLeaseRenew.EvalSha(ctx, pipe, []string{a.expiry, a.k.lock}, a.holder, ms(lease))
+}
+
+func (a *semAttempt) renewOne(ctx context.Context, _ string, lease time.Duration) (bool, error) {
+	return decodeRenew(scriptLeaseRenew.run(ctx, a.c.rdb, []string{a.expiry, a.k.lock}, a.holder, ms(lease)))
+}
+
+func (a *semAttempt) release(ctx context.Context, _, leaseID string, _ time.Duration) (releaseReply, error) {
+	pub, err := a.c.hub.publishCommand(ctx)
+	if err != nil {
+		return releaseReply{}, err
+	}
+	return decodeRelease(scriptSemRelease.run(ctx, a.c.rdb,
+		[]string{a.k.lock, a.expiry, a.k.receipt(leaseID), a.k.ch}, a.holder, pub, ms(receiptTTL)))
+}
+
