@@ -185,16 +185,13 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (*Lease, error) {
 	c := a.c
 	a.reentry = rep.reentry
-	lctx := ctx
-	if id, ok := OwnerFrom(ctx); !ok || id != a.info.Owner {
-		lctx = WithOwner(ctx, a.info.Owner)
-	}
-	lctx, cancel := context.WithCancelCause(lctx)
+	cctx, cancel := context.WithCancelCause(ctx)
 	l := &Lease{
 		c: c, p: a.p, info: a.info, id: c.newID(), token: rep.token,
 		acquired: sent, watchdog: a.watchdog, lease: a.lease,
-		ctx: lctx, cancel: cancel,
+		cancel: cancel,
 	}
+	l.ctx = &leaseContext{Context: cctx, l: l}
 	if !c.addLease(l, sent) {
 		a.giveBack(l)
 		return nil, ErrClosed

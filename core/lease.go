@@ -95,3 +95,30 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	}
 	return err
 }
+
+// leaseContext is a lease's context: the caller's context made cancellable,
+// answering the owner and lease lookups itself (no extra WithValue layers).
+type leaseContext struct {
+	context.Context
+	l *Lease
+}
+
+type leaseKey struct{}
+
+func (c *leaseContext) Value(key any) any {
+	switch key.(type) {
+	case ownerKey:
+		return c.l.info.Owner
+	case leaseKey:
+		return c.l
+	}
+	return c.Context.Value(key)
+}
+
+// LeaseFrom returns the lease whose Context ctx is, or derives from (the
+// innermost, when leases nest). Adapters run handlers under a lease's
+// context, so handlers can read the fencing token this way.
+func LeaseFrom(ctx context.Context) (*Lease, bool) {
+	l, ok := ctx.Value(leaseKey{}).(*Lease)
+	return l, ok
+}

@@ -271,3 +271,32 @@ func TestWonAsContextEndsIsReleased(t *testing.T) {
 		t.Fatalf("lock won as the context ended was leaked (key exists)")
 	}
 }
+
+func TestLeaseFromContext(t *testing.T) {
+	_, rdb := single(t)
+	c := newLocks(t, rdb)
+	if _, ok := core.LeaseFrom(context.Background()); ok {
+		t.Fatal("LeaseFrom(Background) found a lease")
+	}
+	type k struct{}
+	parent := context.WithValue(context.Background(), k{}, "v")
+	outer := mustLock(t, c.Mutex("from"), parent)
+	inner := mustLock(t, c.Mutex("from2"), outer.Context())
+	if got, ok := core.LeaseFrom(inner.Context()); !ok || got != inner {
+		t.Fatalf("LeaseFrom(inner ctx) = %v, %v; want the inner lease", got, ok)
+	}
+	if got, _ := core.LeaseFrom(context.WithValue(outer.Context(), k{}, "w")); got != outer {
+		t.Fatalf("LeaseFrom(child of outer ctx) = %v, want the outer lease", got)
+	}
+	if id, _ := core.OwnerFrom(inner.Context()); id != outer.Owner() || inner.Owner() != outer.Owner() {
+		t.Fatalf("owner under a lease = %q (inner lease %q), want %q", id, inner.Owner(), outer.Owner())
+	}
+	if v := inner.Context().Value(k{}); v != "v" {
+		t.Fatalf("lease context lost the parent's values: %v", v)
+	}
+	mustUnlock(t, inner)
+	mustUnlock(t, outer)
+	if !errors.Is(context.Cause(outer.Context()), context.Canceled) {
+		t.Fatalf("cause after Unlock = %v, want context.Canceled", context.Cause(outer.Context()))
+	}
+}

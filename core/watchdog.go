@@ -148,10 +148,11 @@ func (c *Client) dropHold(h *hold, cause error) {
 
 func (c *Client) signalLost(leases []*Lease, cause error) {
 	for _, l := range leases {
-		l.cancel(cause)
+		// The observer hears of the loss before the code under the lease does.
 		if obs := c.cfg.observer; obs != nil {
 			obs.Lost(l.ctx, LostEvent{Lock: l.info, Lease: l, Held: time.Since(l.acquired), Cause: cause})
 		}
+		l.cancel(cause)
 	}
 }
 
