@@ -93,6 +93,9 @@ func TestDifferentKeysRunInParallel(t *testing.T) {
 		if n, err := e.rdb.Exists(ctx, key).Result(); err != nil || n != 1 {
 			errs <- fmt.Errorf("lock key %s: got exists=%d err=%v, want it held", key, n, err)
 		}
+		if l, ok := asynqlock.LeaseFrom(ctx); !ok || "keylock:{"+l.Name()+"}" != key || l.Token() == 0 {
+			errs <- fmt.Errorf("LeaseFrom: got %v, %v; want the lease of %s with a fencing token", l, ok, key)
+		}
 		if arrived.Add(1) == tasks {
 			close(all)
 		}

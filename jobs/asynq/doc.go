@@ -36,7 +36,8 @@
 // not share the lock. The handler runs under the lease's context: the
 // client's watchdog keeps the lock for as long as the handler runs, and a
 // lost lock cancels the handler's context with cause core.ErrLockLost.
-// Locks taken under that context with the same name re-enter. The lock is
+// Locks taken under that context with the same name re-enter, and
+// [LeaseFrom] returns the lease (for its fencing token). The lock is
 // released when the handler returns (or panics), under a fresh bounded
 // context.
 //

@@ -13,6 +13,7 @@ import (
 	asynqlock "github.com/keylock/keylock/jobs/asynq"
 )
 
+// createOrder runs under the lock "order:<order_id>".
 func createOrder(ctx context.Context, t *asynq.Task) error {
 	var p struct {
 		OrderID int64 `json:"order_id"`
@@ -20,11 +21,14 @@ func createOrder(ctx context.Context, t *asynq.Task) error {
 	if err := json.Unmarshal(t.Payload(), &p); err != nil {
 		return err
 	}
-	// ctx is the lease's context: it is cancelled (cause core.ErrLockLost)
-	// if the lock is lost, so pass it to everything the task does.
-	_ = ctx
-	return nil
+	// ctx is cancelled (cause core.ErrLockLost) if the lock is lost: pass
+	// it to everything the task does. The fencing token lets the stores
+	// reject a stale attempt's writes.
+	lease, _ := asynqlock.LeaseFrom(ctx)
+	return saveOrder(ctx, p.OrderID, lease.Token())
 }
+
+func saveOrder(ctx context.Context, id int64, fence uint64) error { return ctx.Err() }
 
 func dailyReport(context.Context, *asynq.Task) error { return nil }
 
