@@ -24,9 +24,15 @@ type registry struct {
 	holds  map[holdKey]holdState
 }
 
+// holdKey names a hold: the owner's hold of a lock, which re-entries join.
+// first tells apart a further hold the same owner takes afresh while the
+// first is still followed: a semaphore is not reentrant (each acquisition
+// is a hold of its own), and a lock lost but not yet noticed may be
+// acquired anew.
 type holdKey struct {
 	kind        core.Kind
 	name, owner string
+	first       *core.Lease
 }
 
 // liveLease is what is kept about a lease while it is held.
@@ -63,24 +69,26 @@ func (r *registry) init() {
 	r.holds = make(map[holdKey]holdState)
 }
 
-// add starts following l, acquired at now. It reports whether l started a
-// hold (it is not a re-entry of one this registry follows).
-func (r *registry) add(l *core.Lease, attrs *lockAttrs, acquire trace.SpanContext, now time.Time) bool {
+// add starts following l, acquired at now; reentry says whether it
+// re-entered a hold. It reports whether l started a hold.
+func (r *registry) add(l *core.Lease, reentry bool, attrs *lockAttrs, acquire trace.SpanContext, now time.Time) bool {
 	k := holdKey{kind: l.Kind(), name: l.Name(), owner: l.Owner()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.leases[l]; ok {
 		return false
 	}
-	r.leases[l] = liveLease{attrs: attrs, hold: k, acquire: acquire}
-	h := r.holds[k]
-	started := h.leases == 0
-	if started {
+	h, held := r.holds[k]
+	if held && !reentry {
+		k.first, h, held = l, holdState{}, false
+	}
+	if !held {
 		h = holdState{since: now}
 	}
 	h.leases++
 	r.holds[k] = h
-	return started
+	r.leases[l] = liveLease{attrs: attrs, hold: k, acquire: acquire}
+	return !held
 }
 
 // get returns what is kept about l while it is held.

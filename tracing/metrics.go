@@ -43,7 +43,7 @@ func newInstruments(m metric.Meter) instruments {
 	in.losses = counter(m, "keylock.losses", "{loss}",
 		"Locks lost while held, by error.type.")
 	in.held = upDownCounter(m, "keylock.locks.held", "{lock}",
-		"Locks held (a re-entered lock counts once).")
+		"Locks held (a re-entered lock counts once; each semaphore acquisition is one).")
 	in.waiters = upDownCounter(m, "keylock.waiters", "{waiter}",
 		"Acquisitions waiting for a busy lock.")
 	return in

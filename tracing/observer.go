@@ -57,8 +57,8 @@ func (o *Observer) spanName(op string, lock core.LockInfo) string {
 	return op
 }
 
-// eventAttrs returns the attributes describing lock on a span or event: its kind and
-// template, and its key when WithKeyAttribute allows.
+// eventAttrs returns the attributes describing lock on a span or event:
+// its kind and template, its key when WithKeyAttribute allows, and extra.
 func (o *Observer) eventAttrs(a *lockAttrs, lock core.LockInfo, extra ...attribute.KeyValue) []attribute.KeyValue {
 	kvs := make([]attribute.KeyValue, 0, len(a.base)+1+len(extra))
 	kvs = append(kvs, a.base...)
@@ -154,7 +154,7 @@ func (o *Observer) AcquireEnd(ctx context.Context, e core.AcquireEndEvent) {
 		o.inst.waiters.Add(ctx, -1, a.attrs.lock.add...)
 	}
 	acquired := oc == acqAcquired && e.Lease != nil
-	if acquired && o.live.add(e.Lease, a.attrs, a.span.SpanContext(), time.Now()) {
+	if acquired && o.live.add(e.Lease, e.Reentry, a.attrs, a.span.SpanContext(), time.Now()) {
 		o.inst.held.Add(ctx, 1, a.attrs.lock.add...)
 	}
 
