@@ -361,6 +361,20 @@ func (s *Store) Item(ctx context.Context, id string) (Item, error) {
 	return it, nil
 }
 
+// Stock returns an item's remaining stock with one plain read (no script):
+// the cheap check that turns buyers away once an item is sold out. It is
+// only a hint — Reserve alone decides a sale.
+func (s *Store) Stock(ctx context.Context, item string) (int64, error) {
+	if err := checkIDs(item); err != nil {
+		return 0, err
+	}
+	n, err := s.rdb.HGet(ctx, itemKey(item), "stock").Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("%w: %q", ErrNoItem, item)
+	}
+	return n, err
+}
+
 // Order returns one order.
 func (s *Store) Order(ctx context.Context, id string) (Order, error) {
 	if err := checkIDs(id); err != nil {

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/keylock/keylock/examples/seckill/internal/shop"
+)
+
+// The order:create task.
+const (
+	taskCreateOrder = "order:create"
+	// orderQueue is the asynq queue of the example's tasks.
+	orderQueue = "seckill"
+	// orderTaskTemplate locks a task's processing per order: two deliveries
+	// of the same order never run at once.
+	orderTaskTemplate = "order:{payload.order_id}"
+)
+
+// buyTimeout bounds the steps of a buy once it has started (reserve,
+// enqueue, and the cancellation of a reservation that could not be
+// queued); they run to completion even if the client goes away.
+const buyTimeout = 5 * time.Second
+
+// errQueue reports that a reservation was made but its task could not be
+// queued (the reservation has been undone).
+var errQueue = errors.New("seckill: order queue unavailable")
+
+// orderTask is the order:create payload. Trace carries the W3C trace context
+// of the buy that queued it, so the task's processing is linked to it.
+type orderTask struct {
+	OrderID string            `json:"order_id"`
+	Item    string            `json:"item_id"`
+	User    string            `json:"user_id"`
+	Trace   map[string]string `json:"trace,omitempty"`
+}
+
+// sale is the purchase flow shared by the HTTP and gRPC APIs: the atomic
+// stock step, then the order:create task.
+type sale struct {
+	store  *shop.Store
+	queue  *asynq.Client
+	tracer trace.Tracer
+
+	// unsafe replaces the atomic step by a check-then-act with a window
+	// (and the APIs run without the per-buyer lock): the -unsafe demo.
+	unsafe       bool
+	unsafeWindow time.Duration
+}
+
+var propagator = propagation.TraceContext{}
+
+// precheck turns a buy away early, before its lock and its script, when
+// the item is sold out or does not exist: one plain read. Once the last unit
+// is gone, that is almost every request of a flash sale. It is only a hint:
+// a nil answer lets the buy through, and the reserve step decides. A Redis
+// error is not answered here either; the buy path will meet it.
+func (s *sale) precheck(ctx context.Context, item string) error {
+	n, err := s.store.Stock(ctx, item)
+	switch {
+	case errors.Is(err, shop.ErrNoItem):
+		return err
+	case err == nil && n <= 0:
+		return shop.ErrSoldOut
+	}
+	return nil
+}
+
+// buy reserves one unit of item for user and queues the order. The lock
+// (taken by the API's middleware before buy runs) keeps one buyer's double
+// clicks from running here at once; the reserve script alone guarantees the
+// invariants: no oversell, at most one order per (user, item).
+func (s *sale) buy(ctx context.Context, item, user string) (orderID string, err error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	// From here on the buy finishes even if the client goes away: a
+	// reservation without its task would be a unit sold and never ordered.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), buyTimeout)
+	defer cancel()
+	if s.unsafe {
+		orderID, err = s.store.ReserveUnsafe(ctx, item, user, s.unsafeWindow)
+	} else {
+		orderID, err = s.store.Reserve(ctx, item, user)
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := s.enqueue(ctx, orderTask{OrderID: orderID, Item: item, User: user}); err != nil {
+		if _, cerr := s.store.Cancel(ctx, item, user, orderID); cerr != nil {
+			return "", fmt.Errorf("%w: %v (and the reservation of order %s could not be undone: %v)", errQueue, err, orderID, cerr)
+		}
+		return "", fmt.Errorf("%w: %v", errQueue, err)
+	}
+	return orderID, nil
+}
+
+// enqueue queues the order:create task of an order. The task id is the
+// order id, so queuing the same order twice is refused by asynq.
+func (s *sale) enqueue(ctx context.Context, t orderTask) (err error) {
+	ctx, sp := s.tracer.Start(ctx, "asynq.enqueue "+taskCreateOrder, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", "asynq"),
+			attribute.String("messaging.destination.name", orderQueue),
+			attribute.String("seckill.order", t.OrderID)))
+	defer func() {
+		if err != nil {
+			sp.RecordError(err)
+			sp.SetStatus(codes.Error, err.Error())
+		}
+		sp.End()
+	}()
+	if sp.SpanContext().IsValid() {
+		t.Trace = map[string]string{}
+		propagator.Inject(ctx, propagation.MapCarrier(t.Trace))
+	}
+	payload, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	_, err = s.queue.EnqueueContext(ctx, asynq.NewTask(taskCreateOrder, payload),
+		asynq.Queue(orderQueue), asynq.TaskID(t.OrderID), asynq.MaxRetry(10), asynq.Timeout(time.Minute))
+	return err
+}
+
+// orderWorker processes order:create tasks.
+type orderWorker struct {
+	store  *shop.Store
+	tracer trace.Tracer
+}
+
+// createOrder is the order:create handler (run under the order's lock,
+// see app.go). The write is idempotent, so a task delivered twice — asynq
+// delivers at least once — still creates one order.
+func (w *orderWorker) createOrder(ctx context.Context, task *asynq.Task) error {
+	var t orderTask
+	if err := json.Unmarshal(task.Payload(), &t); err != nil {
+		return fmt.Errorf("order:create: bad payload: %v: %w", err, asynq.SkipRetry)
+	}
+	res, err := w.store.Create(ctx, t.Item, t.OrderID)
+	switch {
+	case errors.Is(err, shop.ErrNoOrder), errors.Is(err, shop.ErrInvalidID):
+		// A stale task (its sale was reset) or a bad one: retrying won't help.
+		return fmt.Errorf("order:create %s: %v: %w", t.OrderID, err, asynq.SkipRetry)
+	case err != nil:
+		return err
+	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("seckill.order.retry", res == shop.AlreadyCreated))
+	return nil
+}
+
+// traceTasks starts a consumer span for each task, linked to the span of
+// the buy that queued it (from the payload's trace context). It wraps the
+// locked handler, so the lock's spans nest under it.
+func traceTasks(tracer trace.Tracer, next asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+		var t orderTask
+		_ = json.Unmarshal(task.Payload(), &t)
+		opts := []trace.SpanStartOption{
+			trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithNewRoot(),
+			trace.WithAttributes(attribute.String("messaging.system", "asynq"),
+				attribute.String("messaging.destination.name", orderQueue),
+				attribute.String("seckill.order", t.OrderID)),
+		}
+		if t.Trace != nil {
+			parent := propagator.Extract(ctx, propagation.MapCarrier(t.Trace))
+			if sc := trace.SpanContextFromContext(parent); sc.IsValid() {
+				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+			}
+		}
+		ctx, sp := tracer.Start(ctx, "asynq.process "+task.Type(), opts...)
+		defer sp.End()
+		err := next.ProcessTask(ctx, task)
+		if err != nil {
+			sp.RecordError(err)
+			sp.SetStatus(codes.Error, err.Error())
+		}
+		return err
+	})
+}
