@@ -206,7 +206,7 @@ func (l *taskLock) process(ctx context.Context, t *asynq.Task, next asynq.Handle
 	}
 	defer l.release(ctx, lease) // also when next panics (asynq recovers it)
 
-	lctx := context.WithValue(lease.Context(), leaseKey{}, lease)
+	lctx := lease.Context()
 	err = next.ProcessTask(lctx, t)
 	if err != nil && !errors.Is(err, core.ErrLockLost) {
 		if cause := context.Cause(lctx); errors.Is(cause, core.ErrLockLost) || errors.Is(cause, core.ErrClosed) {
@@ -216,16 +216,12 @@ func (l *taskLock) process(ctx context.Context, t *asynq.Task, next asynq.Handle
 	return err
 }
 
-type leaseKey struct{}
-
-// LeaseFrom returns the lease of the innermost asynqlock lock the task
-// runs under, from the context a locked handler is given. Use its Token as
-// a fencing token: pass it to the stores the task writes to, so they can
-// reject writes from an attempt that lost the lock.
-func LeaseFrom(ctx context.Context) (*core.Lease, bool) {
-	l, ok := ctx.Value(leaseKey{}).(*core.Lease)
-	return l, ok
-}
+// LeaseFrom returns the lease a locked handler runs under, from the
+// context it was given (the innermost lease, when locks nest; it is
+// core.LeaseFrom). Use its Token as a fencing token: pass it to the stores
+// the task writes to, so they can reject writes from an attempt that lost
+// the lock.
+func LeaseFrom(ctx context.Context) (*core.Lease, bool) { return core.LeaseFrom(ctx) }
 
 // render builds the lock name for t. A missing or bad value is a
 // *core.KeyError naming the placeholder.
