@@ -6,6 +6,8 @@ var (
 	_ Locker = (*FairMutex)(nil)
 	_ Locker = (*RWMutex)(nil)
 	_ Locker = (*Semaphore)(nil)
+	_ Locker = (*RedLock)(nil)
+	_ Locker = (*MultiLock)(nil)
 )
 
 // locker builds the Locker of a validated spec.

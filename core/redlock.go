@@ -1,0 +1,507 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	scriptRedlockAcquire = registerScript("redlock_acquire", "lib_fence")
+	scriptRedlockFence   = registerScript("redlock_fence")
+)
+
+// minNodeTimeout is the least time a node's attempt is given.
+const minNodeTimeout = 2 * time.Millisecond
+
+// RedLock is one lock over N independent Redis deployments (Redisson's
+// RedissonRedLock, the Redlock algorithm): it is held while a majority of
+// them (N/2+1) hold it. Create it with NewRedLock; it is a cheap handle and
+// safe for concurrent use. Its leases are *Lease like every other kind.
+//
+// An acquisition asks every node at once and waits for their replies, each
+// node's attempt bounded by a share of what is left of the wait budget (the
+// context's deadline or WaitTimeout: left/N, as Redisson divides it), and
+// never more than a third of the lease. It succeeds when a majority
+// granted the lock and time is left on the lease: the lease's validity is
+// lease − time spent acquiring − a clock-drift margin, and its context is
+// cancelled (ErrLockLost) when that runs out unrenewed. Otherwise every
+// node that granted the lock is released again and Lock waits and retries
+// like any lock (woken by the first node's releases, or the holder's TTL).
+// Late replies that granted the lock after the attempt gave up on them are
+// released too.
+//
+// Unlock releases on every node at once and succeeds when a majority
+// answered; nodes that are down are skipped (their lock expires). Holds
+// taken without LeaseTime are renewed on every node by the first client's
+// watchdog; when a renewal finds that fewer than a majority still hold the
+// lock, or renewals fail until the validity ends, the lease's context is
+// cancelled with ErrLockLost.
+//
+// Fencing: each node's token is max(last+1, its clock in µs). The RedLock's
+// token is the largest of the majority's, written back to the majority's
+// fence counters before Lock returns (a second parallel round trip), so any
+// later majority, which shares a node with this one, hands out a larger
+// token even when the nodes' clocks disagree.
+//
+// Restarted nodes: a node that restarted without persistence forgot the
+// locks it granted. A node reports its uptime with every reply; a node up for
+// less than the longest lease in use (the lease of the attempt, or the
+// first client's watchdog timeout if longer) is not counted toward the
+// majority, unless every node answered and all are that young (a fresh
+// deployment). That is Redlock's "delayed restart", done by the client: a
+// node that lost a hold cannot help a second owner to a majority while the
+// first could still believe it holds the lock. It assumes every user of a
+// name uses leases no longer than the watchdog timeout of its first client.
+//
+// The per-node locks are reentrant mutexes (same keys as Client.Mutex), so
+// a RedLock re-enters like a Mutex, by owner.
+type RedLock struct {
+	clients []*Client
+	nodes   []*Mutex // the lock on each node
+	k       keys
+	quorum  int
+	err     error
+}
+
+// NewRedLock returns the RedLock called name over clients, one per
+// independent Redis deployment (typically 3 or 5 masters). The first
+// client runs the acquisition loop, registers and renews the lease and
+// delivers wake-ups. It panics when clients is empty, holds a nil Client or
+// the same Client twice (programming errors); an invalid name makes every
+// call fail with ErrInvalidName.
+func NewRedLock(clients []*Client, name string) *RedLock {
+	if len(clients) == 0 {
+		panic("keylock: NewRedLock: no clients")
+	}
+	seen := make(map[*Client]bool, len(clients))
+	r := &RedLock{k: newKeys(name), quorum: len(clients)/2 + 1, err: validateName(name)}
+	for i, c := range clients {
+		if c == nil {
+			panic(fmt.Sprintf("keylock: NewRedLock: client %d is nil", i))
+		}
+		if seen[c] {
+			panic(fmt.Sprintf("keylock: NewRedLock: client %d appears twice", i))
+		}
+		seen[c] = true
+		r.clients = append(r.clients, c)
+		r.nodes = append(r.nodes, c.Mutex(name))
+	}
+	return r
+}
+
+// Name returns the lock name.
+func (r *RedLock) Name() string { return r.k.name }
+
+// Lock acquires the RedLock, waiting until a majority grants it or ctx ends
+// (or the WaitTimeout option expires). Errors and the lease are as for
+// Mutex.Lock; an acquisition that cannot reach a majority of nodes at all
+// fails at once with an error matching ErrUnavailable.
+func (r *RedLock) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return r.lock(ctx, true, opts)
+}
+
+// TryLock makes one attempt (one parallel round) to acquire the RedLock.
+func (r *RedLock) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return r.lock(ctx, false, opts)
+}
+
+func (r *RedLock) lock(ctx context.Context, wait bool, opts []LockOption) (*Lease, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	a := &redlockAttempt{RedLock: r}
+	if d, ok := ctx.Deadline(); ok {
+		a.budgetEnd = d
+	}
+	if wt := buildLockConfig(opts).waitTimeout; wt > 0 {
+		if end := time.Now().Add(wt); a.budgetEnd.IsZero() || end.Before(a.budgetEnd) {
+			a.budgetEnd = end
+		}
+	}
+	return r.clients[0].acquire(ctx, a, wait, opts)
+}
+
+// redlockAttempt is the protocol of one Lock or TryLock call: it knows the
+// end of the wait budget, which bounds each round's node attempts.
+type redlockAttempt struct {
+	*RedLock
+	budgetEnd time.Time
+}
+
+func (a *redlockAttempt) info() LockInfo  { return LockInfo{Kind: KindRedLock, Name: a.k.name} }
+func (a *redlockAttempt) holdKey() string { return "redlock\x00" + a.k.lock }
+func (a *redlockAttempt) channel() string { return a.k.ch }
+
+// nodeTimeout bounds one node's attempt: a share (1/N) of what is left of
+// the wait budget, at most a third of the lease.
+func (a *redlockAttempt) nodeTimeout(lease time.Duration) time.Duration {
+	d := lease / 3
+	if !a.budgetEnd.IsZero() {
+		share := time.Until(a.budgetEnd) / time.Duration(len(a.clients))
+		d = min(d, max(share, minNodeTimeout))
+	}
+	return max(d, minNodeTimeout)
+}
+
+// nodeReply is one node's answer in a parallel round.
+type nodeReply struct {
+	status, val, up int64
+	err             error
+}
+
+func (a *redlockAttempt) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
+	start := time.Now()
+	ctx = context.WithoutCancel(ctx)
+	decided := make(chan struct{})
+	var won bool // written before decided is closed
+	replies, got := fanout(a.clients, a.nodeTimeout(lease), func(i int, c *Client) nodeReply {
+		return a.acquireNode(ctx, i, owner, lease)
+	}, func(i int, rep nodeReply) {
+		<-decided // a late grant is kept by a won round and given back by a lost one
+		if rep.err == nil && rep.status > 0 && !won {
+			a.releaseNodes(owner, []int{i}, lease)
+		}
+	})
+	defer close(decided)
+
+	guard := max(lease, a.clients[0].cfg.watchdogTimeout)
+	var granted, counted, young []int
+	var answered, busy int
+	var firstErr error
+	ttl := time.Duration(-1)
+	for i, rep := range replies {
+		switch {
+		case !got[i]:
+			if firstErr == nil {
+				firstErr = fmt.Errorf("node %d: no reply within %s", i, a.nodeTimeout(lease))
+			}
+			continue
+		case rep.err != nil:
+			if firstErr == nil {
+				firstErr = fmt.Errorf("node %d: %w", i, rep.err)
+			}
+			continue
+		}
+		answered++
+		isYoung := rep.up >= 0 && time.Duration(rep.up)*time.Second < guard+time.Second
+		if isYoung {
+			young = append(young, i)
+		}
+		if rep.status == 0 {
+			busy++
+			if d := msDur(rep.val); d >= 0 && (ttl < 0 || d < ttl) {
+				ttl = d
+			}
+			continue
+		}
+		granted = append(granted, i)
+		if !isYoung {
+			counted = append(counted, i)
+		}
+	}
+	if len(young) > 0 && answered == len(a.clients) && len(young) == answered {
+		counted = granted // a fresh deployment: every node is young
+	}
+
+	if len(counted) >= a.quorum {
+		token, reentry, err := a.fence(ctx, owner, lease, replies, granted)
+		validity := lease - time.Since(start) - driftMargin(lease)
+		if err == nil && validity <= 0 {
+			err = fmt.Errorf("acquiring took %s, longer than the %s lease allows", time.Since(start), lease)
+		}
+		if err == nil {
+			won = true
+			return acquireReply{acquired: true, reentry: reentry, token: token}, nil
+		}
+		a.releaseNodes(owner, granted, lease)
+		return acquireReply{}, fmt.Errorf("redlock %q: %w", a.k.name, err)
+	}
+
+	// No majority: give back what was granted, then say why.
+	a.releaseNodes(owner, granted, lease)
+	if answered < a.quorum {
+		return acquireReply{}, fmt.Errorf("redlock %q: %d of %d nodes answered, need %d: %w", a.k.name, answered, len(a.clients), a.quorum, firstErr)
+	}
+	if len(young) > 0 && len(granted) > len(counted) {
+		// Nodes that restarted recently granted it: wait until they are old
+		// enough to count (or a holder's release wakes us sooner).
+		wait := guard + time.Second
+		for _, i := range young {
+			wait = min(wait, guard+time.Second-time.Duration(replies[i].up)*time.Second)
+		}
+		if ttl < 0 || wait < ttl {
+			ttl = max(wait, 0)
+		}
+	}
+	return acquireReply{ttl: ttl}, nil
+}
+
+// acquireNode runs node i's part of an acquisition, with that node's
+// Client (its replica sync included).
+func (a *redlockAttempt) acquireNode(ctx context.Context, i int, owner string, lease time.Duration) nodeReply {
+	c, m := a.clients[i], a.nodes[i]
+	c.loadScripts(ctx)
+	v, acked, err := c.evalWrite(ctx, scriptRedlockAcquire, []string{m.k.lock, m.k.fence}, owner, ms(lease), ms(fenceTTL))
+	if err != nil {
+		return nodeReply{err: err}
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 3 {
+		return nodeReply{err: fmt.Errorf("unexpected reply %v", v)}
+	}
+	var rep nodeReply
+	for j, p := range []*int64{&rep.status, &rep.val, &rep.up} {
+		if *p, err = toInt64(arr[j]); err != nil {
+			return nodeReply{err: err}
+		}
+	}
+	if rep.status > 0 {
+		if err := c.replicated(ctx, m, owner, lease, acked); err != nil {
+			return nodeReply{err: err}
+		}
+	}
+	return rep
+}
+
+// fence makes the RedLock's token: the largest token of the granting nodes,
+// written back to them so that every later majority sees it. An acquisition
+// that re-entered on every granting node keeps the token of its hold.
+func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Duration, replies []nodeReply, granted []int) (token uint64, reentry bool, err error) {
+	reentry = true
+	for _, i := range granted {
+		token = max(token, uint64(replies[i].val))
+		reentry = reentry && replies[i].status == 2
+	}
+	if reentry {
+		return token, true, nil
+	}
+	var raise []int
+	for _, i := range granted {
+		if uint64(replies[i].val) < token {
+			raise = append(raise, i)
+		}
+	}
+	// Needed: enough nodes at the token that every majority meets one.
+	need := len(a.clients) - a.quorum + 1
+	have := len(granted) - len(raise)
+	if have >= need {
+		return token, false, nil
+	}
+	tok := strconv.FormatUint(token, 10)
+	sub := make([]*Client, len(raise))
+	for j, i := range raise {
+		sub[j] = a.clients[i]
+	}
+	replies2, got := fanout(sub, a.nodeTimeout(lease), func(j int, c *Client) nodeReply {
+		m := a.nodes[raise[j]]
+		n, err := scriptRedlockFence.run(ctx, c.rdb, []string{m.k.lock, m.k.fence}, owner, tok, ms(fenceTTL)).Int64()
+		return nodeReply{status: n, err: err}
+	}, nil)
+	for j := range raise {
+		if got[j] && replies2[j].err == nil {
+			have++
+		}
+	}
+	if have < need {
+		return 0, false, fmt.Errorf("fencing token %d reached %d nodes, need %d", token, have, need)
+	}
+	return token, false, nil
+}
+
+// releaseNodes gives back one hold on each of the given nodes, in parallel,
+// with a fresh bounded context (a failure leaves the hold to its lease).
+func (a *redlockAttempt) releaseNodes(owner string, nodes []int, lease time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	sub := make([]*Client, len(nodes))
+	for j, i := range nodes {
+		sub[j] = a.clients[i]
+	}
+	fanout(sub, a.clients[0].cfg.releaseTimeout, func(j int, c *Client) nodeReply {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
+		defer cancel()
+		_, err := a.nodes[nodes[j]].release(ctx, owner, c.newID(), lease)
+		return nodeReply{err: err}
+	}, nil)
+}
+
+// renew extends the lease on every node, in parallel. The reply it returns
+// is already complete (the pipeline of the first client's watchdog is not
+// used): 1 while a majority holds the lock, 0 once more than N − majority
+// nodes said they no longer hold it, an error otherwise.
+func (a *redlockAttempt) renew(ctx context.Context, _ redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	ok, err := a.renewOne(ctx, owner, lease)
+	switch {
+	case err != nil:
+		cmd.SetErr(err)
+	case ok:
+		cmd.SetVal(int64(1))
+	default:
+		cmd.SetVal(int64(0))
+	}
+	return cmd
+}
+
+func (a *redlockAttempt) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
+	bound := lease / 3
+	if d, ok := ctx.Deadline(); ok {
+		bound = max(min(bound, time.Until(d)), minNodeTimeout)
+	}
+	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
+		m := a.nodes[i]
+		ok, err := decodeRenew(scriptMutexRenew.run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock}, owner, ms(lease)))
+		if ok {
+			return nodeReply{status: 1, err: err}
+		}
+		return nodeReply{err: err}
+	}, nil)
+	var held, gone int
+	var firstErr error
+	for i, rep := range replies {
+		switch {
+		case !got[i]:
+			firstErr = firstOf(firstErr, fmt.Errorf("node %d: no reply within %s", i, bound))
+		case rep.err != nil:
+			firstErr = firstOf(firstErr, fmt.Errorf("node %d: %w", i, rep.err))
+		case rep.status == 1:
+			held++
+		default:
+			gone++
+		}
+	}
+	switch {
+	case held >= a.quorum:
+		return true, nil
+	case gone > len(a.clients)-a.quorum:
+		return false, nil
+	}
+	return false, fmt.Errorf("redlock: %d of %d nodes renewed, need %d: %w", held, len(a.clients), a.quorum, firstErr)
+}
+
+// release gives back one hold on every node at once. It succeeds when a
+// majority answered (nodes that are down are skipped: their holds expire);
+// the lease was held if a majority still held it.
+func (a *redlockAttempt) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+	bound := a.clients[0].cfg.releaseTimeout
+	if d, ok := ctx.Deadline(); ok {
+		bound = max(time.Until(d), minNodeTimeout)
+	}
+	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
+		rep, err := a.nodes[i].release(context.WithoutCancel(ctx), owner, leaseID, lease)
+		if !rep.held {
+			return nodeReply{status: -1, err: err}
+		}
+		return nodeReply{status: 1, val: rep.remaining, err: err}
+	}, nil)
+	var answered, held int
+	var remaining int64
+	var firstErr error
+	for i, rep := range replies {
+		switch {
+		case !got[i]:
+			firstErr = firstOf(firstErr, fmt.Errorf("node %d: no reply within %s", i, bound))
+		case rep.err != nil:
+			firstErr = firstOf(firstErr, fmt.Errorf("node %d: %w", i, rep.err))
+		default:
+			answered++
+			if rep.status == 1 {
+				held++
+				remaining = max(remaining, rep.val)
+			}
+		}
+	}
+	if answered < a.quorum {
+		return releaseReply{}, fmt.Errorf("redlock: %d of %d nodes answered the release, need %d: %w", answered, len(a.clients), a.quorum, firstErr)
+	}
+	return releaseReply{held: held >= a.quorum, remaining: remaining}, nil
+}
+
+// firstOf keeps the first error.
+func firstOf(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// fanout runs f for every client in parallel, each call on a goroutine
+// owned by that Client (its Close waits for it), and returns the replies
+// that arrived within bound (got[i] false: none in time, or the Client was
+// closed). A reply that arrives later is handed to late, if not nil, on its
+// own goroutine; the call itself is never abandoned mid-way, so what it did
+// is always known to someone.
+func fanout(clients []*Client, bound time.Duration, f func(i int, c *Client) nodeReply, late func(i int, rep nodeReply)) ([]nodeReply, []bool) {
+	type round struct {
+		mu      sync.Mutex
+		closed  bool
+		replies []nodeReply
+		got     []bool
+		pending int
+		all     chan struct{}
+	}
+	r := &round{replies: make([]nodeReply, len(clients)), got: make([]bool, len(clients)), all: make(chan struct{})}
+	r.mu.Lock()
+	for i, c := range clients {
+		started := c.spawn(func() {
+			rep := f(i, c)
+			r.mu.Lock()
+			if r.closed {
+				r.mu.Unlock()
+				if late != nil {
+					late(i, rep)
+				}
+				return
+			}
+			r.replies[i], r.got[i] = rep, true
+			r.pending--
+			if r.pending == 0 {
+				close(r.all)
+			}
+			r.mu.Unlock()
+		})
+		if started {
+			r.pending++
+		} else {
+			r.replies[i], r.got[i] = nodeReply{err: ErrClosed}, true
+		}
+	}
+	if r.pending == 0 {
+		close(r.all)
+	}
+	r.mu.Unlock()
+
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-r.all:
+	case <-t.C:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	return append([]nodeReply(nil), r.replies...), append([]bool(nil), r.got...)
+}
+
+// spawn runs f on a goroutine that Close waits for. It reports false, and
+// does not run f, when the Client is closed.
+func (c *Client) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+

@@ -1,0 +1,22 @@
+-- redlock_fence: raise this node's fencing counter (and the token stored
+-- with the owner's hold) to the RedLock's token, the largest any node of the
+-- majority handed out. Every later majority shares a node with this one, so
+-- its token is larger still: tokens stay monotonic across nodes whose clocks
+-- and counters differ.
+--
+-- KEYS[1]  lock hash: owner id -> hold count, plus ':token'
+-- KEYS[2]  fence counter of this lock name on this node
+-- ARGV[1]  owner id
+-- ARGV[2]  the RedLock's token
+-- ARGV[3]  fence counter TTL in milliseconds
+--
+-- Returns 1 when the owner holds the lock here (its token was set), else 0.
+local cur = redis.call('get', KEYS[2])
+if (not cur) or tonumber(cur) < tonumber(ARGV[2]) then
+  redis.call('set', KEYS[2], ARGV[2], 'px', ARGV[3])
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  redis.call('hset', KEYS[1], ':token', ARGV[2])
+  return 1
+end
+return 0
