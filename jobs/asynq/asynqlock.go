@@ -158,8 +158,8 @@ func newTaskLock(locks *core.Client, template string, cfg *config) (*taskLock, e
 	if err != nil {
 		return nil, err
 	}
-	// Locker is a cheap handle: building one here turns a kind core cannot
-	// build yet into a start-up error rather than a failure per task.
+	// Locker is a cheap handle (no Redis call): building one here turns a
+	// spec core cannot build into a start-up error, not a failure per task.
 	if _, err := locks.Locker(cfg.spec, "asynqlock"); err != nil {
 		return nil, err
 	}
