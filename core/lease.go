@@ -61,9 +61,10 @@ func (l *Lease) Kind() Kind { return l.info.Kind }
 // waiter woken) when its last hold is released. Unlock returns ErrNotHeld
 // when the lock was no longer held (lost, expired, or already released by
 // this lease), and an error matching ErrUnavailable when Redis could not be
-// reached — then the lease is still considered held and Unlock may be
-// retried. The lease's context is cancelled once Unlock has succeeded or
-// reported ErrNotHeld.
+// reached. After such a failure the lock is no longer renewed — it expires
+// within its lease — and Unlock may be retried to free it sooner (a retry
+// never releases a second hold). The lease's context is cancelled when
+// Unlock returns, whatever the outcome.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -78,7 +79,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	rep, err := l.p.release(ctx, l.info.Owner, l.id, l.c.releaseStarted(l))
 	l.c.releaseDone(l)
 	if err != nil {
+		// The caller is done with the lock even if Redis did not hear it:
+		// stop renewing it, so it expires within its lease unless a retried
+		// Unlock frees it sooner. (Other holds of a re-entered lock stay.)
 		err = wrapRedis("release", l.info.Name, err)
+		l.c.removeLease(l)
+		l.cancel(context.Canceled)
 	} else {
 		l.released = true
 		l.c.removeLease(l)

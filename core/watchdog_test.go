@@ -167,3 +167,28 @@ func TestCloseCancelsLeasesAndWaiters(t *testing.T) {
 	}
 	mustUnlock(t, held)
 }
+
+func TestFailedUnlockStopsRenewal(t *testing.T) {
+	srv, rdb := single(t)
+	proxy := redistestProxy(t, srv.Addr())
+	const timeout = 600 * time.Millisecond
+	c := newLocks(t, proxyClient(t, proxy.Addr(), 100*time.Millisecond), core.WithWatchdogTimeout(timeout))
+	ctx := context.Background()
+	l := mustLock(t, c.Mutex("abandon"), ctx)
+	proxy.Drop()
+	if err := l.Unlock(ctx); !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Unlock through a dropped link: err = %v, want ErrUnavailable", err)
+	}
+	proxy.Pass() // Redis is back, but nobody retries the Unlock
+	deadline := time.Now().Add(5 * timeout)
+	for rdb.Exists(ctx, "keylock:{abandon}").Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("lock still held %s after a failed Unlock: still being renewed", 5*timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A late retry is harmless.
+	if err := l.Unlock(ctx); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("retried Unlock after expiry: err = %v, want ErrNotHeld", err)
+	}
+}
