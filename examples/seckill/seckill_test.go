@@ -84,11 +84,11 @@ func loadGen() loadgen.Config {
 }
 
 // runLoadOn loads an app started by the test and logs the summary.
-func runLoadOn(t *testing.T, a appAddrs, viaGRPC bool) *loadgen.Report {
+func runLoadOn(t *testing.T, a appAddrs, viaGRPC bool, gen loadgen.Config) *loadgen.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := runLoad(ctx, loadConfig{URL: "http://" + a.HTTP, GRPCAddr: a.GRPC, GRPC: viaGRPC, Gen: loadGen()})
+	r, err := runLoad(ctx, loadConfig{URL: "http://" + a.HTTP, GRPCAddr: a.GRPC, GRPC: viaGRPC, Gen: gen})
 	if r != nil {
 		var out strings.Builder
 		r.Write(&out)
@@ -147,7 +147,7 @@ func TestLoad(t *testing.T) {
 			cfg := appOn(t, tc.backend)
 			cfg.Stock = loadStock
 			a := startApp(t, cfg)
-			assertSoldOutCleanly(t, runLoadOn(t, a, tc.grpc))
+			assertSoldOutCleanly(t, runLoadOn(t, a, tc.grpc, loadGen()))
 		})
 	}
 }
@@ -159,6 +159,8 @@ func TestLoad(t *testing.T) {
 // It cannot pass by luck: each click sends its two requests together, so
 // both read "not bought yet" well within the 200ms window before either
 // writes, and the first clicks all read stock left before any write lands.
+// The sale is decided by the first few hundred requests, so this runs 3,000
+// rather than 10,000.
 func TestUnsafeShowsDuplicates(t *testing.T) {
 	for _, tc := range []struct {
 		backend string
@@ -170,7 +172,9 @@ func TestUnsafeShowsDuplicates(t *testing.T) {
 			cfg.Unsafe = true
 			cfg.UnsafeWindow = 200 * time.Millisecond
 			a := startApp(t, cfg)
-			r := runLoadOn(t, a, tc.grpc)
+			gen := loadGen()
+			gen.Requests = 3000
+			r := runLoadOn(t, a, tc.grpc, gen)
 			if r.OK() {
 				t.Fatalf("every invariant held in -unsafe mode; want duplicates or an oversell to show")
 			}
