@@ -269,4 +269,3 @@ func TestBadRedisURL(t *testing.T) {
 		t.Fatalf("runApp with -redis %q: %v, want an error naming -redis", cfg.RedisURL, err)
 	}
 }
-
