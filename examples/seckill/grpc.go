@@ -27,20 +27,28 @@ const buyMethod = "/seckill.v1.Seckill/Buy"
 // buyer's HTTP and gRPC purchases of an item exclude each other.
 const grpcBuyTemplate = "seckill:{req.item_id}:{md.x-user-id}"
 
+// grpcItemTemplate is the -lock-per-item demo's lock (see itemTemplate).
+const grpcItemTemplate = "seckill:{req.item_id}"
+
 // userMetadata is the metadata key that carries the buyer's id.
 const userMetadata = "x-user-id"
 
 // newGRPCServer builds the gRPC server: the Seckill service, with Buy
 // locked per (item, buyer) by grpclock (not with locks nil: the -unsafe
-// demo), and server reflection for grpcurl.
-func newGRPCServer(s *sale, locks *core.Client, tel *telemetry) *grpc.Server {
+// demo; per item with perItem: the -lock-per-item demo), and server
+// reflection for grpcurl.
+func newGRPCServer(s *sale, locks *core.Client, perItem bool, tel *telemetry) *grpc.Server {
 	var chain []grpc.UnaryServerInterceptor
 	if tel.enabled {
 		chain = append(chain, traceGRPC(tel.tp.Tracer(scopeName)))
 	}
 	api := &grpcAPI{sale: s, store: s.store}
 	chain = append(chain, validateGRPCBuy, api.precheck)
-	if locks != nil {
+	switch {
+	case locks != nil && perItem:
+		chain = append(chain, grpclock.UnaryServerInterceptor(locks,
+			grpclock.WithMethod(buyMethod, grpcItemTemplate, grpclock.WaitTime(perItemWait))))
+	case locks != nil:
 		chain = append(chain, grpclock.UnaryServerInterceptor(locks, grpclock.WithMethod(buyMethod, grpcBuyTemplate)))
 	}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +19,14 @@ import (
 // buyTemplate is the per-buyer lock of a buy: one in-flight purchase per
 // (item, user). The gRPC API renders the same key.
 const buyTemplate = "seckill:{path.item}:{header.X-User-ID}"
+
+// itemTemplate is the lock of the -lock-per-item demo: one key per item,
+// so every buy of the item waits for the one before it.
+const itemTemplate = "seckill:{path.item}"
+
+// perItemWait is how long a buy waits for the item's lock in the
+// -lock-per-item demo before it is answered 409.
+const perItemWait = 10 * time.Second
 
 // userHeader carries the buyer's id (where an auth middleware would put it).
 const userHeader = "X-User-ID"
@@ -38,8 +47,9 @@ type httpAPI struct {
 //	GET  /api/users/:user/orders  a buyer's orders
 //	GET  /healthz                 200 when Redis answers
 //
-// With locks nil (the -unsafe demo) the buy route runs without its lock.
-func newHTTPHandler(s *sale, locks *core.Client, tel *telemetry) http.Handler {
+// With locks nil (the -unsafe demo) the buy route runs without its lock;
+// with perItem (the -lock-per-item demo) it waits for a lock of the item.
+func newHTTPHandler(s *sale, locks *core.Client, perItem bool, tel *telemetry) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
@@ -52,7 +62,10 @@ func newHTTPHandler(s *sale, locks *core.Client, tel *telemetry) http.Handler {
 	// the sold-out fast path; then the per-buyer lock, held while the
 	// handler runs.
 	buy := []gin.HandlerFunc{validateBuy, a.precheck}
-	if locks != nil {
+	switch {
+	case locks != nil && perItem:
+		buy = append(buy, ginlock.Middleware(locks, itemTemplate, ginlock.WithWait(perItemWait)))
+	case locks != nil:
 		buy = append(buy, ginlock.Middleware(locks, buyTemplate))
 	}
 	buy = append(buy, a.buy)

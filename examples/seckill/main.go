@@ -38,7 +38,7 @@ func main() {
 	switch {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
+		// -h: the usage was printed.
 	default:
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
@@ -51,6 +51,7 @@ func appFlags(fs *flag.FlagSet, c *appConfig) {
 	fs.Int64Var(&c.Stock, "stock", c.Stock, "units of item 1 on sale (the sale is reset at start-up)")
 	fs.BoolVar(&c.Unsafe, "unsafe", false, "turn the per-buyer lock off and buy with a racy check-then-act: watch duplicates appear")
 	fs.DurationVar(&c.UnsafeWindow, "unsafe-window", c.UnsafeWindow, "with -unsafe: time between the check and the act")
+	fs.BoolVar(&c.LockPerItem, "lock-per-item", false, "lock each buy on its item (waiting up to 10s) instead of its buyer: see how one lock per item serialises the sale")
 	fs.StringVar(&c.Trace, "trace", "", `"stdout" prints spans and metrics; OTLP is configured by the OTEL_EXPORTER_OTLP_* variables`)
 	fs.IntVar(&c.Workers, "workers", c.Workers, "order:create tasks processed at once")
 }
@@ -102,6 +103,7 @@ func mainLoad(ctx context.Context, args []string) error {
 		fs.Usage()
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	cfg.App.Out = os.Stderr // the in-process server's logs (and -trace stdout)
 	g.Progress = os.Stderr
 	g.ProgressBar = isatty.IsTerminal(os.Stderr.Fd()) || isatty.IsCygwinTerminal(os.Stderr.Fd())
 
