@@ -504,4 +504,3 @@ func (c *Client) spawn(f func()) bool {
 	}()
 	return true
 }
-

@@ -123,7 +123,7 @@ func TestRedLock(t *testing.T) {
 	// node 0's counter runs far ahead (a fast clock); the next majority does
 	// not include node 0 and must still hand out a larger token.
 	t.Run("fencing across majorities", func(t *testing.T) {
-		ahead := time.Now().Add(24*time.Hour).UnixMicro()
+		ahead := time.Now().Add(24 * time.Hour).UnixMicro()
 		nodes[0].rdb.Set(ctx, "keylock:{fence}:fence", ahead, time.Hour)
 		rl := core.NewRedLock(clients, "fence")
 		l1 := mustLock(t, rl, ctx)

@@ -189,4 +189,3 @@ func (a *semAttempt) release(ctx context.Context, _, leaseID string, _ time.Dura
 	return decodeRelease(scriptSemRelease.run(ctx, a.c.rdb,
 		[]string{a.k.lock, a.expiry, a.k.receipt(leaseID), a.k.ch}, a.holder, pub, ms(receiptTTL)))
 }
-
