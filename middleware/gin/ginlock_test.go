@@ -633,7 +633,8 @@ func TestReleaseWhenClientDisconnects(t *testing.T) {
 }
 
 func TestClientGoneWhileWaiting499(t *testing.T) {
-	e := newEnv(t)
+	obs := newObserver()
+	e := newEnv(t, core.WithObserver(obs))
 	g := newGate()
 	statuses := make(chan int, 2)
 	r := gin.New()
@@ -650,10 +651,8 @@ func TestClientGoneWhileWaiting499(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	waiter := make(chan reply, 1)
 	go func() { waiter <- s.do(ctx, http.MethodPost, "/items/1", "") }()
-	// Give the waiter time to reach the server; whether it is waiting or
-	// still on its way, cancelling must not let it in.
-	time.Sleep(200 * time.Millisecond)
-	cancel()
+	obs.waitWaiting(t, "item:1")
+	cancel() // the waiting client goes away
 	<-waiter
 	select {
 	case st := <-statuses:
@@ -668,6 +667,19 @@ func TestClientGoneWhileWaiting499(t *testing.T) {
 		t.Errorf("holder: status %d, want 200", r.status)
 	}
 	<-statuses
+}
+
+func TestObserversSeeTheTemplate(t *testing.T) {
+	obs := newObserver()
+	e := newEnv(t, core.WithObserver(obs))
+	r := gin.New()
+	r.GET("/u/:id", ginlock.Middleware(e.locks, "user:{path.id}"), okHandler)
+	s := serve(t, r)
+
+	s.get(t, "/u/1")
+	if got := <-obs.labels; got != "user:{path.id}" {
+		t.Errorf("observer saw label %q, want the template \"user:{path.id}\"", got)
+	}
 }
 
 func TestDeadlineWhileWaiting504(t *testing.T) {
