@@ -27,8 +27,8 @@ type Option func(*config)
 // default in one place; each option's doc comment states its default.
 type config struct {
 	spec           core.Spec
-	wait           time.Duration // 0: TryLock
-	leaseTime      time.Duration // 0: watchdog
+	wait           time.Duration             // 0: TryLock
+	leaseTime      time.Duration             // 0: watchdog
 	busy           func(*gin.Context, error) // nil: (*middleware).defaultBusy
 	onError        func(*gin.Context, int, error)
 	failOpen       bool

@@ -42,13 +42,19 @@
 //
 // # Responses
 //
-//	lock taken                        the chain runs; the lock is released after it
-//	key busy (after WithWait)         409 Conflict, Retry-After, {"error":"locked",…}
-//	semaphore full (Semaphore(n))     429 Too Many Requests, Retry-After, {"error":"concurrency_limit",…}
-//	key value missing or bad          400 Bad Request, {"error":"invalid_key","placeholder":…}
-//	Redis unreachable                 503 Service Unavailable (or the chain runs unlocked: WithFailOpen)
-//	request deadline hit while waiting 504 Gateway Timeout
-//	client gone while waiting         499, no body
+//	lock taken                          the chain runs; the lock is released after it
+//	key busy (after WithWait)           409 Conflict, Retry-After, {"error":"locked",…}
+//	semaphore full (Semaphore(n))       429 Too Many Requests, Retry-After, {"error":"concurrency_limit",…}
+//	key value missing or bad            400 Bad Request, {"error":"invalid_key","placeholder":…}
+//	Redis unreachable                   503 Service Unavailable (WithFailOpen: the chain runs unlocked)
+//	request deadline hit while waiting  504 Gateway Timeout, {"error":"lock_timeout"}
+//	client gone while waiting           499, no body
+//
+// Retry-After is the holder's remaining lease as Redis reports it, rounded
+// up to whole seconds: an upper bound on the wait (the lock is free by then
+// even if its holder died), not an estimate. With the watchdog that is up
+// to core.WithWatchdogTimeout (30s by default); a holder usually releases
+// much sooner.
 //
 // WithBusyHandler and WithErrorHandler replace the bodies. Every failure is
 // also recorded with c.Error (type gin.ErrorTypePrivate) for logging.
@@ -70,6 +76,10 @@
 // release is recorded with c.Error.
 //
 // # Trade-offs
+//
+// A route parameter the template names but the route lacks ({path.id} on
+// "/items") is reported per request as a missing value (400): the
+// middleware does not know its route when it is built.
 //
 // The lock is as strong as core's: a Redis failover without WAIT can lose
 // it, and the handler is told only through its context. Writes that must

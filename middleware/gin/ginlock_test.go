@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
-	ginlock "github.com/keylock/keylock/middleware/gin"
 	"github.com/keylock/keylock/internal/redistest"
+	ginlock "github.com/keylock/keylock/middleware/gin"
 )
 
 // critical counts handlers inside the critical section and records the
@@ -748,4 +748,27 @@ func TestCustomResponses(t *testing.T) {
 	}
 	close(g.open)
 	<-holder
+}
+
+func TestReleaseAfterHandlerPanics(t *testing.T) {
+	e := newEnv(t)
+	r := gin.New()
+	r.Use(gin.CustomRecovery(func(c *gin.Context, _ any) { c.AbortWithStatus(http.StatusInternalServerError) }))
+	r.POST("/items/:id", ginlock.Middleware(e.locks, "item:{path.id}"), func(c *gin.Context) {
+		if c.GetHeader("X-Panic") != "" {
+			panic("handler bug")
+		}
+		c.Status(http.StatusOK)
+	})
+	s := serve(t, r)
+
+	if got := s.post(t, "/items/3", "", "X-Panic: 1"); got.status != http.StatusInternalServerError {
+		t.Fatalf("panicking handler: status %d, want 500 from the recovery middleware", got.status)
+	}
+	if e.held(t, "item:3") {
+		t.Error("lock item:3 still held after the handler panicked, want released")
+	}
+	if got := s.post(t, "/items/3", ""); got.status != http.StatusOK {
+		t.Errorf("next request on the key: status %d, want 200", got.status)
+	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
-	ginlock "github.com/keylock/keylock/middleware/gin"
 	"github.com/keylock/keylock/internal/redistest"
+	ginlock "github.com/keylock/keylock/middleware/gin"
 )
 
 // env is one real redis-server, a go-redis client and a core.Client on it.
