@@ -18,15 +18,22 @@ func replicaPair(t *testing.T) (master, replica *redistest.Server) {
 	master = redistest.NewServer(t, redistest.WithArgs("--repl-diskless-sync-delay", "0"))
 	host, port, _ := strings.Cut(master.Addr(), ":")
 	replica = redistest.NewServer(t, redistest.WithArgs("--replicaof", host, port))
-	rdb := replica.NewClient(t)
+	rdb, mrdb := replica.NewClient(t), master.NewClient(t)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		info := rdb.Info(context.Background(), "replication").Val()
-		if strings.Contains(info, "master_link_status:up") {
-			return master, replica
+		minfo := mrdb.Info(context.Background(), "replication").Val()
+		if strings.Contains(info, "master_link_status:up") && strings.Contains(minfo, "state=online") {
+			// A fresh replica acknowledges nothing for a moment after the
+			// sync: wait until it acknowledges a write.
+			ctx := context.Background()
+			mrdb.Set(ctx, "replica-probe", 1, time.Second)
+			if n, _ := mrdb.Wait(ctx, 1, 200*time.Millisecond).Result(); n == 1 {
+				return master, replica
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("replica of %s not in sync after 10s:\n%s", master.Addr(), info)
+			t.Fatalf("replica of %s not in sync after 10s:\n%s\nmaster:\n%s", master.Addr(), info, minfo)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
