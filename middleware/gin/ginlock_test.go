@@ -82,6 +82,24 @@ func TestSameKeyOneHolderAtATime(t *testing.T) {
 		}
 	})
 
+	t.Run("fair lock, WithWait: all succeed in turn", func(t *testing.T) {
+		skipIfKindMissing(t, e.locks, core.Spec{Kind: core.KindFair})
+		var cs critical
+		r := gin.New()
+		r.POST("/items/:item", ginlock.Middleware(e.locks, "fair:{path.item}", ginlock.Fair(), ginlock.WithWait(20*time.Second)), cs.handler(20*time.Millisecond))
+		s := serve(t, r)
+
+		statuses := concurrently(t, s, 6, "/items/42")
+		for i, st := range statuses {
+			if st != http.StatusOK {
+				t.Errorf("request %d: status %d, want 200 (every waiter gets the lock in turn)", i, st)
+			}
+		}
+		if n := cs.overlaps.Load(); n != 0 {
+			t.Errorf("handlers overlapped in the critical section %d times, want 0", n)
+		}
+	})
+
 	t.Run("fail fast: the others get 409", func(t *testing.T) {
 		var cs critical
 		r := gin.New()
