@@ -15,8 +15,11 @@ var (
 	scriptRedlockFence   = registerScript("redlock_fence")
 )
 
-// minNodeTimeout is the least time a node's attempt is given.
-const minNodeTimeout = 2 * time.Millisecond
+// minNodeTimeout is the least time a node's attempt is given when little
+// or nothing is left of the wait budget (the last attempt of a Lock whose
+// budget ran out still asks every node properly), unless a third of the
+// lease is less.
+const minNodeTimeout = 50 * time.Millisecond
 
 // RedLock is one lock over N independent Redis deployments (Redisson's
 // RedissonRedLock, the Redlock algorithm): it is held while a majority of
@@ -25,8 +28,8 @@ const minNodeTimeout = 2 * time.Millisecond
 //
 // An acquisition asks every node at once and waits for their replies, each
 // node's attempt bounded by a share of what is left of the wait budget (the
-// context's deadline or WaitTimeout: left/N, as Redisson divides it), and
-// never more than a third of the lease. It succeeds when a majority
+// context's deadline or WaitTimeout: left/N, as Redisson divides it, but
+// at least 50ms), and never more than a third of the lease. It succeeds when a majority
 // granted the lock and time is left on the lease: the lease's validity is
 // lease − time spent acquiring − a clock-drift margin, and its context is
 // cancelled (ErrLockLost) when that runs out unrenewed. Otherwise every
@@ -138,14 +141,14 @@ func (a *redlockAttempt) holdKey() string { return "redlock\x00" + a.k.lock }
 func (a *redlockAttempt) channel() string { return a.k.ch }
 
 // nodeTimeout bounds one node's attempt: a share (1/N) of what is left of
-// the wait budget, at most a third of the lease.
+// the wait budget (at least minNodeTimeout), at most a third of the lease.
 func (a *redlockAttempt) nodeTimeout(lease time.Duration) time.Duration {
 	d := lease / 3
 	if !a.budgetEnd.IsZero() {
 		share := time.Until(a.budgetEnd) / time.Duration(len(a.clients))
 		d = min(d, max(share, minNodeTimeout))
 	}
-	return max(d, minNodeTimeout)
+	return max(d, time.Millisecond)
 }
 
 // nodeReply is one node's answer in a parallel round.
@@ -352,8 +355,9 @@ func (a *redlockAttempt) renew(ctx context.Context, _ redis.Pipeliner, owner str
 func (a *redlockAttempt) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
 	bound := lease / 3
 	if d, ok := ctx.Deadline(); ok {
-		bound = max(min(bound, time.Until(d)), minNodeTimeout)
+		bound = min(bound, max(time.Until(d), minNodeTimeout))
 	}
+	bound = max(bound, time.Millisecond)
 	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
 		m := a.nodes[i]
 		ok, err := decodeRenew(scriptMutexRenew.run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock}, owner, ms(lease)))
@@ -391,7 +395,7 @@ func (a *redlockAttempt) renewOne(ctx context.Context, owner string, lease time.
 func (a *redlockAttempt) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
 	bound := a.clients[0].cfg.releaseTimeout
 	if d, ok := ctx.Deadline(); ok {
-		bound = max(time.Until(d), minNodeTimeout)
+		bound = max(time.Until(d), time.Millisecond)
 	}
 	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
 		rep, err := a.nodes[i].release(context.WithoutCancel(ctx), owner, leaseID, lease)
