@@ -186,3 +186,50 @@ func TestFairLockReentryAndNoLineJumping(t *testing.T) {
 		t.Fatalf("FairWaiterTimeout(0): %v, want ErrInvalidOption", err)
 	}
 }
+
+// A release wakes the first waiter in line only: the handoff costs the
+// release script (one PUBLISH inside) and that waiter's acquire script; the
+// waiters behind it make no attempt.
+func TestFairLockWakesOnlyTheNextWaiter(t *testing.T) {
+	srv, rdb := single(t)
+	c := newLocks(t, srv.NewClient(t))
+	opt := core.FairWaiterTimeout(time.Minute) // no renewal retries during the test
+	ctx := ctxTimeout(t, 30*time.Second)
+	holder := mustLock(t, c.FairMutex("herd", opt), ctx)
+
+	const waiters = 5
+	var queued []string
+	got := make(chan *core.Lease, waiters)
+	for i := range waiters {
+		owner := fmt.Sprintf("h%d", i)
+		queued = append(queued, owner)
+		go func() {
+			l, err := c.FairMutex("herd", opt).Lock(core.WithOwner(ctx, owner))
+			if err != nil {
+				t.Errorf("%s: %v", owner, err)
+			}
+			got <- l
+		}()
+		waitQueue(t, rdb, "herd", queued)
+	}
+	time.Sleep(20 * time.Millisecond) // every waiter subscribed and waiting
+	calls := func(cmd string) int64 { return commandCount(t, &singleNode{rdb}, cmd) }
+	scripts0, pubs0 := calls("evalsha")+calls("eval"), calls("publish")
+	mustUnlock(t, holder)
+	first := <-got
+	if first == nil || first.Owner() != "h0" {
+		t.Fatalf("first lease %v, want h0's", first)
+	}
+	if n := calls("evalsha") + calls("eval") - scripts0; n != 2 {
+		t.Fatalf("scripts run for one handoff = %d, want 2 (release + the next waiter's acquire)", n)
+	}
+	if n := calls("publish") - pubs0; n != 1 {
+		t.Fatalf("wake-ups published for one handoff = %d, want 1", n)
+	}
+	l := first
+	for range waiters - 1 {
+		mustUnlock(t, l)
+		l = <-got
+	}
+	mustUnlock(t, l)
+}
