@@ -40,7 +40,9 @@ func waitsForWakeUp(t *testing.T, ctx context.Context, holder, waiter core.Locke
 }
 
 // nodeSet is a set of servers whose INFO commandstats can be summed.
-type nodeSet interface{ infoClients(t *testing.T) []*redis.Client }
+type nodeSet interface {
+	infoClients(t *testing.T) []*redis.Client
+}
 
 type clusterNodes struct{ *redistest.Cluster }
 
