@@ -34,7 +34,13 @@ type hub struct {
 
 	mode atomic.Int32 // pubUnknown, pubPlain or pubSharded
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// wmu orders the (S)SUBSCRIBE/(S)UNSUBSCRIBE writes as the state changes
+	// they belong to: taken while mu is held, released after the write, so
+	// an UNSUBSCRIBE decided before a SUBSCRIBE of the same channel always
+	// reaches the server first. Lock order: mu, then wmu; never mu while
+	// holding wmu.
+	wmu      sync.Mutex
 	closed   bool
 	conns    map[int]*psConn // by slot (-1: the plain connection)
 	chans    map[string]*subscription
@@ -143,7 +149,7 @@ func (h *hub) join(ctx context.Context, channel string) (*waiter, error) {
 	}
 	conn := h.conns[slot]
 	if conn == nil {
-		conn = h.open(ctx, slot, sharded)
+		conn = h.open(slot, sharded)
 	}
 	s := h.chans[channel]
 	first := s == nil
@@ -155,15 +161,30 @@ func (h *hub) join(ctx context.Context, channel string) (*waiter, error) {
 	}
 	w := &waiter{ch: channel, wake: make(chan struct{}, 1), ready: s.ready}
 	s.waiters = append(s.waiters, w)
+	if first {
+		h.wmu.Lock()
+	}
 	h.mu.Unlock()
 
 	if first {
-		if err := h.subscribe(ctx, conn, channel); err != nil {
+		err := h.subscribe(ctx, conn, channel)
+		h.wmu.Unlock()
+		if err != nil {
 			h.mu.Lock()
 			h.inflight[channel]--
 			h.mu.Unlock()
 			h.leave(w)
 			return nil, err
+		}
+		if conn.sharded {
+			// A sharded connection's reader starts only after its first
+			// SSUBSCRIBE: started earlier, it would dial a random node
+			// instead of the slot's owner.
+			h.mu.Lock()
+			if !conn.started && h.conns[conn.slot] == conn && !h.closed {
+				h.start(conn)
+			}
+			h.mu.Unlock()
 		}
 	}
 	return w, nil
@@ -171,12 +192,12 @@ func (h *hub) join(ctx context.Context, channel string) (*waiter, error) {
 
 // open creates the connection for slot. Called with h.mu held; it does no
 // I/O (go-redis dials on the first subscription).
-func (h *hub) open(ctx context.Context, slot int, sharded bool) *psConn {
+func (h *hub) open(slot int, sharded bool) *psConn {
 	conn := &psConn{slot: slot, sharded: sharded}
 	if sharded {
-		conn.ps = h.rdb.SSubscribe(context.WithoutCancel(ctx))
+		conn.ps = h.rdb.SSubscribe(context.Background())
 	} else {
-		conn.ps = h.rdb.Subscribe(context.WithoutCancel(ctx))
+		conn.ps = h.rdb.Subscribe(context.Background())
 		h.start(conn)
 	}
 	h.conns[slot] = conn
@@ -191,23 +212,14 @@ func (h *hub) start(conn *psConn) {
 	go h.run(msgs)
 }
 
-// subscribe sends the (S)SUBSCRIBE for channel on conn. A sharded
-// connection's reader starts only after its first SSUBSCRIBE: started
-// earlier, it would dial a random node instead of the slot's owner.
+// subscribe writes the (S)SUBSCRIBE for channel on conn. Called with h.wmu
+// held (and h.mu not).
 func (h *hub) subscribe(ctx context.Context, conn *psConn, channel string) error {
 	ctx = context.WithoutCancel(ctx)
 	if !conn.sharded {
 		return conn.ps.Subscribe(ctx, channel)
 	}
-	if err := conn.ps.SSubscribe(ctx, channel); err != nil {
-		return err
-	}
-	h.mu.Lock()
-	if !conn.started && h.conns[conn.slot] == conn && !h.closed {
-		h.start(conn)
-	}
-	h.mu.Unlock()
-	return nil
+	return conn.ps.SSubscribe(ctx, channel)
 }
 
 // leave takes w out of line. A wake-up w received but did not use is passed
@@ -245,6 +257,7 @@ func (h *hub) leave(w *waiter) {
 			retire = conn.ps
 		default:
 			unsub = conn.ps
+			h.wmu.Lock() // released after the write, below
 		}
 	}
 	h.mu.Unlock()
@@ -259,6 +272,7 @@ func (h *hub) leave(w *waiter) {
 		} else {
 			_ = unsub.Unsubscribe(context.Background(), w.ch)
 		}
+		h.wmu.Unlock()
 	}
 }
 
