@@ -14,6 +14,13 @@
 // is cancelled (cause [ErrLockLost]) the moment the lock can no longer be
 // trusted.
 //
+// The other kinds — [Client.FairMutex], [Client.RWMutex], [Client.Semaphore],
+// [NewRedLock] and [NewMultiLock] — run on the same machinery and return the
+// same [*Lease]; KINDS.md in this folder describes each. [Client.Locker]
+// builds any of them behind the [Locker] interface the adapters use, and
+// [Classify] tells a transport what an error means (busy, invalid input,
+// deadline, unavailable).
+//
 // # Owners and re-entry
 //
 // Go has no thread id, so the owner of a lock travels in the context.
