@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 
 	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/examples/seckill/internal/shop"
@@ -182,8 +183,8 @@ func runApp(ctx context.Context, cfg appConfig) (err error) {
 	hs := &http.Server{Handler: newHTTPHandler(s, apiLocks, cfg.LockPerItem, tel), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
 	gs := newGRPCServer(s, apiLocks, cfg.LockPerItem, tel)
 	errc := make(chan error, 2)
-	go func() { errc <- fmt.Errorf("http: %w", hs.Serve(hl)) }()
-	go func() { errc <- fmt.Errorf("grpc: %w", gs.Serve(gl)) }()
+	go func() { errc <- serveErr("http", hs.Serve(hl)) }()
+	go func() { errc <- serveErr("grpc", gs.Serve(gl)) }()
 
 	if !cfg.Quiet {
 		printBanner(out, cfg, addrs, tel)
@@ -213,11 +214,16 @@ func runApp(ctx context.Context, cfg appConfig) (err error) {
 	return err
 }
 
+// serveErr names a Serve error; a server closed by the shutdown is none.
+func serveErr(what string, err error) error {
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // stopGRPC stops gs gracefully, or at once when ctx ends first.
-func stopGRPC(ctx context.Context, gs interface {
-	GracefulStop()
-	Stop()
-}) {
+func stopGRPC(ctx context.Context, gs *grpc.Server) {
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
 	select {
