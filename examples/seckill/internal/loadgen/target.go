@@ -38,6 +38,7 @@ const (
 
 var outcomeNames = [numOutcomes]string{"accepted", "already bought", "busy", "sold out", "rejected", "errors"}
 
+// String returns the outcome's name in the summary ("accepted", "busy"…).
 func (o Outcome) String() string { return outcomeNames[o] }
 
 // Result is the answer to one buy.
@@ -82,6 +83,7 @@ func NewHTTP(base string, conns int) (*HTTPTarget, error) {
 	return &HTTPTarget{base: strings.TrimRight(base, "/"), tr: tr, c: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, nil
 }
 
+// String describes the target: "HTTP <base URL>".
 func (h *HTTPTarget) String() string { return "HTTP " + h.base }
 
 // Close closes idle connections.
@@ -172,6 +174,7 @@ func NewGRPC(addr string) (*GRPCTarget, error) {
 	return &GRPCTarget{addr: addr, cc: cc, c: pb.NewSeckillClient(cc)}, nil
 }
 
+// String describes the target: "gRPC <address>".
 func (g *GRPCTarget) String() string { return "gRPC " + g.addr }
 
 // Close closes the connection.

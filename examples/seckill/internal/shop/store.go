@@ -56,6 +56,7 @@ type AlreadyBoughtError struct {
 	OrderID string
 }
 
+// Error names the existing order.
 func (e *AlreadyBoughtError) Error() string {
 	return "seckill: already bought (order " + e.OrderID + ")"
 }
