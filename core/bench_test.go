@@ -60,6 +60,48 @@ func BenchmarkBareSetNX(b *testing.B) {
 	}
 }
 
+// BenchmarkUncontendedVsBare interleaves one keylock Lock+Unlock with one
+// bare SET NX PX + compare-and-delete, so both see the same machine noise,
+// and reports each one's mean and keylock's throughput relative to the bare
+// lock (target: ≥ 0.9).
+func BenchmarkUncontendedVsBare(b *testing.B) {
+	_, rdb := single(b)
+	c := newLocks(b, rdb)
+	m := c.Mutex("bench-vs")
+	ctx := context.Background()
+	if err := compareAndDelete.Load(ctx, rdb).Err(); err != nil {
+		b.Fatal(err)
+	}
+	var ours, bare time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		l, err := m.Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		v := strconv.Itoa(i)
+		if ok, err := rdb.SetNX(ctx, "bare-vs", v, 30*time.Second).Result(); err != nil || !ok {
+			b.Fatalf("SET NX: %v %v", ok, err)
+		}
+		if err := compareAndDelete.Run(ctx, rdb, []string{"bare-vs"}, v).Err(); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		ours += t1.Sub(t0)
+		bare += t2.Sub(t1)
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(ours.Microseconds())/n, "keylock-µs")
+	b.ReportMetric(float64(bare.Microseconds())/n, "bare-µs")
+	b.ReportMetric(float64(bare)/float64(ours), "relative-throughput")
+}
+
 // waitSignal is an observer that reports wait rounds on a channel.
 type waitSignal struct {
 	countingObserver

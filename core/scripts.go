@@ -49,7 +49,7 @@ func registerScript(name string, libs ...string) *script {
 }
 
 var (
-	scriptMutexAcquire = registerScript("mutex_acquire")
+	scriptMutexAcquire = registerScript("mutex_acquire", "lib_fence")
 	scriptMutexRelease = registerScript("mutex_release")
 	scriptMutexRenew   = registerScript("mutex_renew")
 )

@@ -1,12 +1,15 @@
 -- lib_fence: helpers prepended to the acquire scripts of every lock kind
 -- (not a script of its own; see loadScript in scripts.go).
 --
--- fence_next(key, ttl) returns the next fencing token of a lock name whose
--- counter is the string key: max(last + 1, server time in microseconds), so
--- tokens keep increasing even after Redis lost all data (a restart or
--- FLUSHALL), as long as the server clock does not step back. The counter is
--- kept ttl milliseconds after its last use; by then the clock is past it.
---
+-- fence_next(key, ttl) returns (as a decimal string) the next fencing token
+-- of a lock name whose counter is the string key. The counter is seeded from
+-- the server's clock in microseconds whenever it does not exist (a new name,
+-- an expired counter, or Redis lost its data in a restart or FLUSHALL) and
+-- then counts up by one per acquisition, so tokens keep increasing across
+-- data loss as long as a name averages fewer than one acquisition per
+-- microsecond and the server clock does not step back. The counter expires
+-- ttl milliseconds after it was seeded (it is not refreshed: one INCR is the
+-- whole cost of a token), and is simply seeded again.
 -- now_ms() is the server's clock in milliseconds. Every deadline a script
 -- stores (waiter and holder expiries) comes from it, never from a client, so
 -- a client with a skewed clock cannot expire others or jump a queue.
@@ -16,13 +19,12 @@ local function now_ms()
 end
 
 local function fence_next(key, ttl)
-  local t = redis.call('time')
-  local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  local last = redis.call('get', key)
-  if (not last) or tonumber(last) < tonumber(now) then
-    redis.call('set', key, now)
+  local n = redis.call('incr', key)
+  if n == 1 then
+    local t = redis.call('time')
+    local now = t[1] .. string.format('%06d', tonumber(t[2]))
+    redis.call('set', key, now, 'px', ttl)
+    return now
   end
-  local token = redis.call('incr', key)
-  redis.call('pexpire', key, ttl)
-  return token
+  return string.format('%d', n)
 end

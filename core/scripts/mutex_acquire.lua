@@ -11,20 +11,12 @@
 --                     the token of the current hold
 --         {0, pttl}   held by another owner; pttl = its remaining lease in ms
 --
--- Fencing tokens are max(last + 1, server time in microseconds), so they keep
--- increasing even after Redis lost all data (a restart or FLUSHALL), as long
--- as the server clock does not step back.
+-- Fencing tokens come from fence_next (lib_fence.lua, prepended at load):
+-- max(last + 1, server time in microseconds), so they keep increasing even
+-- after Redis lost all data (a restart or FLUSHALL).
 local lease = tonumber(ARGV[2])
 if redis.call('exists', KEYS[1]) == 0 then
-  local t = redis.call('time')
-  local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  local last = redis.call('get', KEYS[2])
-  if (not last) or tonumber(last) < tonumber(now) then
-    redis.call('set', KEYS[2], now)
-  end
-  redis.call('incr', KEYS[2])
-  redis.call('pexpire', KEYS[2], ARGV[3])
-  local token = redis.call('get', KEYS[2])
+  local token = fence_next(KEYS[2], ARGV[3])
   redis.call('hset', KEYS[1], ARGV[1], 1, ':token', token)
   redis.call('pexpire', KEYS[1], lease)
   return {1, token}

@@ -18,11 +18,13 @@ local done = redis.call('get', KEYS[2])
 if done then
   return tonumber(done)
 end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+local held = redis.call('hget', KEYS[1], ARGV[1])
+if not held then
   return -1
 end
-local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+local n = tonumber(held) - 1
 if n > 0 then
+  redis.call('hset', KEYS[1], ARGV[1], n)
   redis.call('pexpire', KEYS[1], ARGV[2])
 else
   redis.call('del', KEYS[1])
