@@ -83,7 +83,7 @@ func TestSameKeyOneHolderAtATime(t *testing.T) {
 	})
 
 	t.Run("fair lock, WithWait: all succeed in turn", func(t *testing.T) {
-		skipIfKindMissing(t, e.locks, core.Spec{Kind: core.KindFair})
+		requireKind(t, e.locks, core.Spec{Kind: core.KindFair})
 		var cs critical
 		r := gin.New()
 		r.POST("/items/:item", ginlock.Middleware(e.locks, "fair:{path.item}", ginlock.Fair(), ginlock.WithWait(20*time.Second)), cs.handler(20*time.Millisecond))
@@ -203,17 +203,17 @@ func TestBusy409(t *testing.T) {
 	}
 }
 
-// skipIfKindMissing skips a test of a lock kind core does not build yet.
-func skipIfKindMissing(t *testing.T, locks *core.Client, spec core.Spec) {
+// requireKind fails the test if core cannot build the lock kind.
+func requireKind(t *testing.T, locks *core.Client, spec core.Spec) {
 	t.Helper()
 	if _, err := locks.Locker(spec, "probe"); err != nil {
-		t.Skipf("core feature missing: core.Client.Locker(%+v): %v", spec, err)
+		t.Fatalf("core.Client.Locker(%+v): %v", spec, err)
 	}
 }
 
 func TestSemaphore429(t *testing.T) {
 	e := newEnv(t)
-	skipIfKindMissing(t, e.locks, core.Spec{Kind: core.KindSemaphore, Permits: 2})
+	requireKind(t, e.locks, core.Spec{Kind: core.KindSemaphore, Permits: 2})
 	g := newGate()
 	r := gin.New()
 	r.POST("/export/:tenant", ginlock.Middleware(e.locks, "export:{path.tenant}", ginlock.Semaphore(2)), g.handler)
@@ -240,7 +240,7 @@ func TestSemaphore429(t *testing.T) {
 
 func TestReadWrite(t *testing.T) {
 	e := newEnv(t)
-	skipIfKindMissing(t, e.locks, core.Spec{Kind: core.KindRead})
+	requireKind(t, e.locks, core.Spec{Kind: core.KindRead})
 	g := newGate()
 	r := gin.New()
 	r.GET("/doc/:id", ginlock.Middleware(e.locks, "doc:{path.id}", ginlock.Read()), g.handler)

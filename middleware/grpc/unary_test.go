@@ -399,7 +399,7 @@ func TestOtherLockKinds(t *testing.T) {
 	implemented := func(t *testing.T, spec core.Spec) {
 		t.Helper()
 		if _, err := e.locks.Locker(spec, "probe"); err != nil {
-			t.Skipf("core cannot build a %s lock yet (%v): grpclock's New rejects the rule at start-up", spec.Kind, err)
+			t.Fatalf("core cannot build a %s lock: %v", spec.Kind, err)
 		}
 	}
 	t.Run("semaphore full is ResourceExhausted", func(t *testing.T) {
