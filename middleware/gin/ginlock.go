@@ -151,7 +151,7 @@ func (m *middleware) serve(c *gin.Context, lease *core.Lease) {
 			_ = c.Error(fmt.Errorf("ginlock: release: %w", err)).SetType(gin.ErrorTypePrivate)
 		}
 	}()
-	c.Request = orig.WithContext(context.WithValue(lease.Context(), leaseKey{}, lease))
+	c.Request = orig.WithContext(lease.Context())
 	c.Next()
 }
 
@@ -235,8 +235,6 @@ func defaultError(c *gin.Context, status int, err error) {
 	}
 }
 
-type leaseKey struct{}
-
 // LeaseFrom returns the lease held for this request by the innermost
 // ginlock middleware, inside the handlers it runs. Use it for the fencing
 // token (lease.Token()) or the rendered key (lease.Name()).
@@ -248,10 +246,10 @@ func LeaseFrom(c *gin.Context) (*core.Lease, bool) {
 }
 
 // LeaseFromContext is LeaseFrom for code that has only the request's
-// context (c.Request.Context() or a context derived from it).
+// context (c.Request.Context() or a context derived from it). It is
+// core.LeaseFrom: the innermost lease whose context ctx derives from.
 func LeaseFromContext(ctx context.Context) (*core.Lease, bool) {
-	l, ok := ctx.Value(leaseKey{}).(*core.Lease)
-	return l, ok
+	return core.LeaseFrom(ctx)
 }
 
 // FailedOpen returns the error for which a middleware built with
