@@ -97,6 +97,18 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		}
 	}()
 
+	// woken is set when a wake-up was taken and not yet used by an attempt.
+	// Leaving with it (ctx ended, Redis failed) hands it back, so leave
+	// passes it to the next local waiter instead of losing it.
+	woken := false
+	handBack := func() {
+		if woken && w != nil {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
 	for {
 		// The attempt itself is not cancelled by ctx: a reply is always read,
 		// so a lock won just as ctx ends is known, and released below.
@@ -104,8 +116,10 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		rep, err := a.p.acquire(context.WithoutCancel(actx), a.info.Owner, a.lease)
 		a.attempts++
 		if err != nil {
+			handBack()
 			return nil, wrapRedis("acquire", a.info.Name, err)
 		}
+		woken = false
 		if rep.acquired {
 			return a.won(ctx, rep, sent)
 		}
@@ -123,6 +137,8 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 			continue
 		case d < 0: // the key has no expiry
 			d = noTTLWait
+		case d == 0: // expiring now, or no TTL to report: a short pause, not a spin
+			d = 10 * time.Millisecond
 		default: // retry just after the holder's lease ends
 			d += time.Millisecond
 		}
@@ -160,6 +176,7 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		began := time.Now()
 		select {
 		case <-wake:
+			woken = true
 		case <-ready:
 		case <-timer.C:
 		case <-ctx.Done():
@@ -175,6 +192,7 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 			}
 		}
 		if err := ctx.Err(); err != nil {
+			handBack()
 			return nil, &lockedCtxError{locked: busy, ctxErr: err}
 		}
 	}

@@ -45,8 +45,12 @@ var (
 type LockedError struct {
 	// Name is the lock name.
 	Name string
-	// TTL is the holder's remaining lease as seen by Redis at the last
-	// attempt (0 when unknown).
+	// TTL is a hint of when to try again, as Redis saw it at the last
+	// attempt: the holder's remaining lease for a mutex, semaphore or read
+	// lock; for kinds that queue their waiters (fair lock, RW writers) the
+	// interval at which a waiter re-checks its place, which is shorter. 0
+	// when unknown. A holder renewed by the watchdog may keep the lock well
+	// past it.
 	TTL time.Duration
 }
 

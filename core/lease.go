@@ -77,18 +77,16 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		ctx = obs.ReleaseStart(ctx, ev)
 	}
 	rep, err := l.p.release(ctx, l.info.Owner, l.id, l.c.releaseStarted(l))
+	// Whatever the outcome, the lease leaves its hold now. On an error the
+	// caller is done with the lock even if Redis did not hear it: it is no
+	// longer renewed, so it expires within its lease unless a retried Unlock
+	// frees it sooner. (Other holds of a re-entered lock stay.)
 	l.c.releaseDone(l)
+	l.cancel(context.Canceled)
 	if err != nil {
-		// The caller is done with the lock even if Redis did not hear it:
-		// stop renewing it, so it expires within its lease unless a retried
-		// Unlock frees it sooner. (Other holds of a re-entered lock stay.)
 		err = wrapRedis("release", l.info.Name, err)
-		l.c.removeLease(l)
-		l.cancel(context.Canceled)
 	} else {
 		l.released = true
-		l.c.removeLease(l)
-		l.cancel(context.Canceled)
 		if !rep.held {
 			err = fmt.Errorf("%w: %q", ErrNotHeld, l.info.Name)
 		}

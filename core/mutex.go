@@ -12,9 +12,9 @@ import (
 // was lost can be retried for this long without releasing twice.
 const receiptTTL = 30 * time.Second
 
-// fenceTTL is how long a lock name's fencing counter lives after it was
-// seeded from the server clock. Then it is seeded again, from a clock that
-// has moved on by fenceTTL — far past every token handed out meanwhile.
+// fenceTTL is how long a lock name's fencing counter outlives its last use.
+// After that the counter restarts from the server clock in microseconds,
+// which is still above every token it handed out (tokens track the clock).
 const fenceTTL = time.Hour
 
 // Mutex is a distributed reentrant mutex. Create it with Client.Mutex; it is

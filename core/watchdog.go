@@ -73,18 +73,29 @@ func (c *Client) releaseStarted(l *Lease) time.Duration {
 	return l.hold.lease
 }
 
+// releaseDone ends the release and removes the lease from its hold in one
+// critical section, so a renewal cannot find the lock gone in between and
+// report a loss.
 func (c *Client) releaseDone(l *Lease) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l.hold != nil {
 		l.hold.releasing--
 	}
+	c.removeLeaseLocked(l)
 }
 
 // removeLease forgets a released lease; the last one out ends its hold.
 func (c *Client) removeLease(l *Lease) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.removeLeaseLocked(l)
+}
+
+// removeLeaseLocked is removeLease with c.mu held. The hold keeps being
+// renewed only while one of its remaining leases was taken without
+// LeaseTime.
+func (c *Client) removeLeaseLocked(l *Lease) {
 	h := l.hold
 	if h == nil {
 		return
@@ -95,8 +106,19 @@ func (c *Client) removeLease(l *Lease) {
 			break
 		}
 	}
-	if len(h.leases) == 0 && !h.gone {
+	if h.gone {
+		return
+	}
+	if len(h.leases) == 0 {
 		c.detach(h)
+		return
+	}
+	h.watchdog = false
+	for _, x := range h.leases {
+		if x.watchdog {
+			h.watchdog, h.lease = true, x.lease
+			break
+		}
 	}
 }
 

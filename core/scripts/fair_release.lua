@@ -8,7 +8,7 @@
 -- KEYS[4]  release receipt of this lease (string, kept ARGV[4] ms)
 -- KEYS[5]  prefix of the waiters' own wake-up channels
 -- ARGV[1]  owner id
--- ARGV[2]  lease in milliseconds, re-applied while holds remain
+-- ARGV[2]  lease in milliseconds, applied while holds remain if longer than what is left
 -- ARGV[3]  publish command: 'publish' or 'spublish'
 -- ARGV[4]  receipt TTL in milliseconds
 --
@@ -23,7 +23,11 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
 if n > 0 then
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  -- Holds remain: extend to this lease, never shorten (another hold of the
+  -- same owner may have a longer one).
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+  end
 else
   redis.call('del', KEYS[1])
   -- Skip (evict) dead waiters, then wake the first live one.

@@ -2,14 +2,13 @@
 -- (not a script of its own; see loadScript in scripts.go).
 --
 -- fence_next(key, ttl) returns (as a decimal string) the next fencing token
--- of a lock name whose counter is the string key. The counter is seeded from
--- the server's clock in microseconds whenever it does not exist (a new name,
--- an expired counter, or Redis lost its data in a restart or FLUSHALL) and
--- then counts up by one per acquisition, so tokens keep increasing across
--- data loss as long as a name averages fewer than one acquisition per
--- microsecond and the server clock does not step back. The counter expires
--- ttl milliseconds after it was seeded (it is not refreshed: one INCR is the
--- whole cost of a token), and is simply seeded again.
+-- of a lock name whose counter is the string key: max(last + 1, server time
+-- in microseconds). Tokens therefore track the server clock: they keep
+-- increasing after Redis lost its data (a restart, a FLUSHALL) and also after
+-- it came back from an older snapshot, as long as the server clock does not
+-- step back and a name averages fewer than one acquisition per microsecond.
+-- The counter is kept ttl milliseconds after its last use; by then the clock
+-- is past it.
 -- now_ms() is the server's clock in milliseconds. Every deadline a script
 -- stores (waiter and holder expiries) comes from it, never from a client, so
 -- a client with a skewed clock cannot expire others or jump a queue.
@@ -19,12 +18,13 @@ local function now_ms()
 end
 
 local function fence_next(key, ttl)
+  local t = redis.call('time')
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
   local n = redis.call('incr', key)
-  if n == 1 then
-    local t = redis.call('time')
-    local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  if n < tonumber(now) then
     redis.call('set', key, now, 'px', ttl)
     return now
   end
+  redis.call('pexpire', key, ttl) -- a burst within one microsecond
   return string.format('%d', n)
 end

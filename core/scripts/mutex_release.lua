@@ -4,7 +4,7 @@
 -- KEYS[2]  release receipt of this lease (string, kept ARGV[4] ms)
 -- KEYS[3]  wake-up channel (in KEYS so that Cluster routes it with the lock)
 -- ARGV[1]  owner id
--- ARGV[2]  lease in milliseconds, re-applied while holds remain
+-- ARGV[2]  lease in milliseconds, applied while holds remain if longer than what is left
 -- ARGV[3]  publish command: 'publish', or 'spublish' (sharded pub/sub)
 -- ARGV[4]  receipt TTL in milliseconds
 --
@@ -25,7 +25,11 @@ end
 local n = tonumber(held) - 1
 if n > 0 then
   redis.call('hset', KEYS[1], ARGV[1], n)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  -- Holds remain: extend to this lease, never shorten (another hold of the
+  -- same owner may have a longer one).
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+  end
 else
   redis.call('del', KEYS[1])
   redis.call(ARGV[3], KEYS[3], '1')

@@ -22,7 +22,8 @@ end
 local now = now_ms()
 local n = redis.call('hincrby', KEYS[2], ARGV[1], -1)
 if n > 0 then
-  redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+  -- extend this reader's deadline to the lease, never shorten it
+  redis.call('zadd', KEYS[1], 'GT', now + tonumber(ARGV[2]), ARGV[1])
   keep_for(KEYS[1], tonumber(ARGV[2]))
   keep_for(KEYS[2], tonumber(ARGV[2]))
 else

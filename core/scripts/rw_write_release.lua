@@ -8,7 +8,7 @@
 -- KEYS[4]  readers' wake-up channel
 -- KEYS[5]  writers' wake-up channel
 -- ARGV[1]  owner id
--- ARGV[2]  lease in milliseconds, re-applied while holds remain
+-- ARGV[2]  lease in milliseconds, applied while holds remain if longer than what is left
 -- ARGV[3]  publish command: 'publish' or 'spublish'
 -- ARGV[4]  receipt TTL in milliseconds
 --
@@ -23,7 +23,11 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
 if n > 0 then
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  -- Holds remain: extend to this lease, never shorten (another hold of the
+  -- same owner may have a longer one).
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+  end
 else
   redis.call('del', KEYS[1], KEYS[2])
   redis.call(ARGV[3], KEYS[4], '-1')

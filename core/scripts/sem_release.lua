@@ -1,5 +1,5 @@
--- sem_release: give back a holder's permits, idempotently, and wake as many
--- waiters as permits were freed.
+-- sem_release: give back a holder's permits, idempotently, and wake every
+-- waiting process's local waiters.
 --
 -- KEYS[1]  holders hash: holder id -> permits held
 -- KEYS[2]  holders zset: holder id -> lease deadline (server ms)
@@ -9,7 +9,7 @@
 -- ARGV[2]  publish command: 'publish' or 'spublish'
 -- ARGV[3]  receipt TTL in milliseconds
 --
--- Returns 0   released (the message on KEYS[4] is the number of permits)
+-- Returns 0   released (the message on KEYS[4] is -1: wake all local waiters)
 --         -1  the holder held nothing (its lease ran out, or released)
 local done = redis.call('get', KEYS[3])
 if done then
@@ -21,6 +21,8 @@ if not n then
 end
 redis.call('hdel', KEYS[1], ARGV[1])
 redis.call('zrem', KEYS[2], ARGV[1])
-redis.call(ARGV[2], KEYS[4], n)
+-- Wake every local waiter (-1), not n of them: a waiter that asked for more
+-- permits than were freed would swallow a wake-up another could have used.
+redis.call(ARGV[2], KEYS[4], '-1')
 redis.call('set', KEYS[3], 0, 'px', ARGV[3])
 return 0
