@@ -194,3 +194,99 @@ func TestFailedUnlockStopsRenewal(t *testing.T) {
 		t.Fatalf("retried Unlock after expiry: err = %v, want ErrNotHeld", err)
 	}
 }
+
+// TestMixedLeasesNeverShortenTheLock re-enters a fixed-lease lock with a
+// longer fixed lease and with the watchdog: releasing one hold must not
+// shorten the server-side lease below what the remaining holds were promised
+// (that would let another client in while the holder still believes), and
+// once the last watchdog hold is gone the lock is no longer renewed.
+func TestMixedLeasesNeverShortenTheLock(t *testing.T) {
+	_, rdb := single(t)
+	const timeout = 600 * time.Millisecond
+	c := newLocks(t, rdb, core.WithWatchdogTimeout(timeout))
+	other := newLocks(t, rdb)
+	ctx := context.Background()
+
+	short := mustLock(t, c.Mutex("mixed"), ctx, core.LeaseTime(time.Second))
+	long := mustLock(t, c.Mutex("mixed"), short.Context(), core.LeaseTime(5*time.Second))
+	mustUnlock(t, long)
+	if pttl := rdb.PTTL(ctx, "keylock:{mixed}").Val(); pttl < 4*time.Second {
+		t.Fatalf("PTTL after releasing the longer hold = %s, want the 5s lease kept (never shortened)", pttl)
+	}
+	dog := mustLock(t, c.Mutex("mixed"), short.Context()) // watchdog hold on top
+	time.Sleep(timeout)                                  // renewals ran
+	if pttl := rdb.PTTL(ctx, "keylock:{mixed}").Val(); pttl < 3*time.Second {
+		t.Fatalf("PTTL after watchdog renewals = %s, want the longer lease kept", pttl)
+	}
+	mustUnlock(t, dog)
+	mustUnlock(t, short)
+	if _, err := other.Mutex("mixed").TryLock(ctx); err != nil {
+		t.Fatalf("TryLock after every hold was released: %v", err)
+	}
+
+	// A fixed hold re-entered with the watchdog: once the watchdog hold is
+	// released, nothing renews the lock and it expires.
+	fixed := mustLock(t, c.Mutex("mixed2"), ctx, core.LeaseTime(300*time.Millisecond))
+	w := mustLock(t, c.Mutex("mixed2"), fixed.Context())
+	mustUnlock(t, w)
+	deadline := time.Now().Add(3 * timeout)
+	for rdb.Exists(ctx, "keylock:{mixed2}").Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("lock still held %s after its last watchdog hold was released: still renewed", 3*timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if cause := waitCause(t, fixed.Context(), 2*timeout); !errors.Is(cause, core.ErrLockLost) {
+		t.Fatalf("fixed lease's cause = %v, want ErrLockLost", cause)
+	}
+}
+
+// TestSemaphoreReleaseWakesAWaiterThatFits: the oldest local waiter wants
+// more permits than a release frees; the younger one, which fits, must not
+// sleep until some holder's lease runs out.
+func TestSemaphoreReleaseWakesAWaiterThatFits(t *testing.T) {
+	_, rdb := single(t)
+	holders, waiters := newLocks(t, rdb), newLocks(t, rdb)
+	ctx := context.Background()
+	a, err := holders.Semaphore("sem-fit", 2).Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := holders.Semaphore("sem-fit", 2).Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Unlock(ctx) }()
+
+	big := make(chan error, 1)
+	go func() {
+		l, err := waiters.Semaphore("sem-fit", 2).Acquire(ctxTimeout(t, 3*time.Second), 2)
+		if err == nil {
+			_ = l.Unlock(ctx)
+		}
+		big <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the 2-permit waiter is first in line
+	small := make(chan time.Time, 1)
+	go func() {
+		l, err := waiters.Semaphore("sem-fit", 2).Acquire(ctxTimeout(t, 10*time.Second), 1)
+		if err != nil {
+			t.Errorf("1-permit waiter: %v", err)
+			close(small)
+			return
+		}
+		small <- time.Now()
+		_ = l.Unlock(ctx)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	released := time.Now()
+	mustUnlock(t, a)
+	at, ok := <-small
+	if !ok {
+		return
+	}
+	if took := at.Sub(released); took > 2*time.Second {
+		t.Fatalf("the waiter that fits got its permit %s after the release: not woken", took)
+	}
+	<-big // gives up at its deadline (b still holds a permit)
+}

@@ -14,7 +14,7 @@ local dl = redis.call('zscore', KEYS[1], ARGV[1])
 if (not dl) or tonumber(dl) <= now or redis.call('hexists', KEYS[2], ARGV[1]) == 0 then
   return 0
 end
-redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('zadd', KEYS[1], 'GT', now + tonumber(ARGV[2]), ARGV[1]) -- extend, never shorten
 keep_for(KEYS[1], tonumber(ARGV[2]))
 keep_for(KEYS[2], tonumber(ARGV[2]))
 return 1

@@ -4,10 +4,14 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds
 --
--- Returns 1 when the owner holds the lock and its lease was set to ARGV[2],
+-- Returns 1 when the owner holds the lock and its lease is now at least
+--           ARGV[2] (a longer one, from a re-entry with a longer fixed
+--           lease, is never shortened),
 --         0 when the owner no longer holds it (the lock is lost).
 if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+  end
   return 1
 end
 return 0
