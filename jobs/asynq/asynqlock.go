@@ -210,7 +210,7 @@ func (l *taskLock) process(ctx context.Context, t *asynq.Task, next asynq.Handle
 	err = next.ProcessTask(lctx, t)
 	if err != nil && !errors.Is(err, core.ErrLockLost) {
 		if cause := context.Cause(lctx); errors.Is(cause, core.ErrLockLost) || errors.Is(cause, core.ErrClosed) {
-			err = fmt.Errorf("asynqlock: task %q: lock %q lost while the handler ran (%w): %w", t.Type(), key, cause, err)
+			err = fmt.Errorf("asynqlock: task %q: lock %s lost while the handler ran (%w): %w", t.Type(), l.tpl, cause, err)
 		}
 	}
 	return err
@@ -254,9 +254,9 @@ func (l *taskLock) lockError(t *asynq.Task, key string, err error) error {
 		if le, ok := errors.AsType[*core.LockedError](err); ok {
 			ttl = le.TTL
 		}
-		return &BusyError{TaskType: t.Type(), Key: key, TTL: ttl, Delay: busyDelay(l.retryDelay, ttl), err: err}
+		return &BusyError{TaskType: t.Type(), Key: key, Template: l.tpl.String(), TTL: ttl, Delay: busyDelay(l.retryDelay, ttl), err: err}
 	}
-	return fmt.Errorf("asynqlock: task %q: lock %q: %w", t.Type(), key, err)
+	return fmt.Errorf("asynqlock: task %q: lock %s: %w", t.Type(), l.tpl, err)
 }
 
 // release gives the lock back under a fresh bounded context that keeps

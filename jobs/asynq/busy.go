@@ -20,8 +20,11 @@ import (
 type BusyError struct {
 	// TaskType is the type of the task that found its lock busy.
 	TaskType string
-	// Key is the rendered lock name (it may hold payload values).
+	// Key is the rendered lock name (it may hold payload values, so
+	// Error does not print it).
 	Key string
+	// Template is the key template the lock was rendered from.
+	Template string
 	// TTL is the holder's remaining lease as Redis reported it (0 if
 	// unknown).
 	TTL time.Duration
@@ -34,8 +37,8 @@ type BusyError struct {
 
 // Error reports the task, the lock and when it will be retried.
 func (e *BusyError) Error() string {
-	return fmt.Sprintf("asynqlock: task %q: lock %q is busy (holder's ttl %s), retry in %s",
-		e.TaskType, e.Key, e.TTL, e.Delay)
+	return fmt.Sprintf("asynqlock: task %q: lock %s is busy (holder's ttl %s), retry in %s",
+		e.TaskType, e.Template, e.TTL, e.Delay)
 }
 
 // Unwrap returns the core error (a *core.LockedError), so

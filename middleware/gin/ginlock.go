@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -183,6 +184,9 @@ func (m *middleware) abort(c *gin.Context, status int, err error) {
 	m.cfg.onError(c, status, err)
 }
 
+// maxRetryAfter caps the default busy response's retry hint.
+const maxRetryAfter = time.Second
+
 // busyBody is the default JSON answer to a busy key.
 type busyBody struct {
 	Error        string `json:"error"`
@@ -192,12 +196,15 @@ type busyBody struct {
 
 // defaultBusy answers 409 (429 for a semaphore) with Retry-After.
 func (m *middleware) defaultBusy(c *gin.Context, err error) {
+	// The hint is the holder's TTL, capped at a second: a lock the watchdog
+	// renews reports 20–30s left however soon its holder is done, and
+	// clients that honour Retry-After would wait all of it.
 	ms := int64(0)
 	if le := (*core.LockedError)(nil); errors.As(err, &le) {
-		ms = le.TTL.Milliseconds()
+		ms = min(le.TTL.Milliseconds(), maxRetryAfter.Milliseconds())
 	}
 	if ms <= 0 {
-		ms = 1000 // holder's TTL unknown
+		ms = maxRetryAfter.Milliseconds() // holder's TTL unknown
 	}
 	c.Header("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
 	status, code := http.StatusConflict, "locked"

@@ -73,7 +73,8 @@ func TestRequestFieldValues(t *testing.T) {
 func TestStatusMapping(t *testing.T) {
 	mutex := &rule{template: "k:{req.id}", quoted: `"k:{req.id}"`}
 	sem := &rule{template: "k:{req.id}", quoted: `"k:{req.id}"`, spec: core.Spec{Kind: core.KindSemaphore, Permits: 2}}
-	locked := &core.LockedError{Name: "k:1", TTL: 1500 * time.Millisecond}
+	locked := &core.LockedError{Name: "k:1", TTL: 700 * time.Millisecond}
+	watchdogHeld := &core.LockedError{Name: "k:1", TTL: 25 * time.Second}
 	keyErr := &core.KeyError{Placeholder: core.Placeholder{Source: "req", Name: "id"}, Reason: "missing"}
 	for _, tc := range []struct {
 		name   string
@@ -84,9 +85,10 @@ func TestStatusMapping(t *testing.T) {
 		retry  time.Duration // RetryInfo delay, 0 for none
 		field  string        // BadRequest field, "" for none
 	}{
-		{"busy", mutex, locked, codes.Aborted, ReasonBusy, 1500 * time.Millisecond, ""},
+		{"busy", mutex, locked, codes.Aborted, ReasonBusy, 700 * time.Millisecond, ""},
+		{"busy, watchdog TTL capped", mutex, watchdogHeld, codes.Aborted, ReasonBusy, time.Second, ""},
 		{"busy ttl unknown", mutex, &core.LockedError{Name: "k:1"}, codes.Aborted, ReasonBusy, time.Second, ""},
-		{"semaphore full", sem, locked, codes.ResourceExhausted, ReasonBusy, 1500 * time.Millisecond, ""},
+		{"semaphore full", sem, locked, codes.ResourceExhausted, ReasonBusy, 700 * time.Millisecond, ""},
 		{"bad key", mutex, keyErr, codes.InvalidArgument, ReasonInvalidKey, 0, "id"},
 		{"bad name", mutex, core.ErrInvalidName, codes.InvalidArgument, ReasonInvalidKey, 0, ""},
 		{"redis down", mutex, core.ErrUnavailable, codes.Unavailable, ReasonUnavailable, 0, ""},

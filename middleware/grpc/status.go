@@ -50,15 +50,18 @@ func (r *rule) status(err error) error {
 }
 
 // busy is Aborted (ResourceExhausted for a semaphore) with RetryInfo set to
-// the holder's remaining lease as Redis last reported it.
+// the holder's remaining lease as Redis last reported it, capped at
+// unknownTTLRetry (1s).
 func (r *rule) busy(err error) error {
 	code, msg := codes.Aborted, "keylock: lock "+r.quoted+" is held by another call"
 	if r.spec.Kind == core.KindSemaphore {
 		code, msg = codes.ResourceExhausted, "keylock: all permits of "+r.quoted+" are taken"
 	}
+	// The holder's TTL, capped: a lock the watchdog renews reports 20–30s
+	// left however soon its holder is done.
 	delay := unknownTTLRetry
 	if le, ok := errors.AsType[*core.LockedError](err); ok && le.TTL > 0 {
-		delay = le.TTL
+		delay = min(le.TTL, unknownTTLRetry)
 	}
 	return withDetails(status.New(code, msg),
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)},
