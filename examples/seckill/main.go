@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -102,6 +103,21 @@ func mainLoad(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.URL != "" || cfg.GRPCAddr != "" {
+		// The service flags configure the in-process server only; against
+		// a running one they would be silently ignored (a "-unsafe" run
+		// that passes because the server is safe).
+		var ignored []string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "redis", "stock", "unsafe", "unsafe-window", "lock-per-item", "trace", "workers":
+				ignored = append(ignored, "-"+f.Name)
+			}
+		})
+		if len(ignored) > 0 {
+			return fmt.Errorf("service flags (%s) apply only to the in-process server: give them to the server you load, or drop -url/-grpc-addr", strings.Join(ignored, ", "))
+		}
 	}
 	cfg.App.Out = os.Stderr // the in-process server's logs (and -trace stdout)
 	g.Progress = os.Stderr
