@@ -54,3 +54,11 @@ func decodeRenew(cmd *redis.Cmd) (bool, error) {
 	n, err := toInt64(v)
 	return n == 1, err
 }
+
+// aloneRenewer marks a protocol whose renewal is round trips of its own
+// (RedLock: one per node, in parallel) rather than one pipelined command.
+// The watchdog runs such renewals on their own goroutines, so a slow node
+// never holds up the pipelined renewals of the Client's other locks.
+type aloneRenewer interface {
+	renewsAlone()
+}

@@ -352,20 +352,38 @@ func (a *redlockAttempt) renew(ctx context.Context, _ redis.Pipeliner, owner str
 	return cmd
 }
 
+func (a *redlockAttempt) renewsAlone() {}
+
 func (a *redlockAttempt) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
 	bound := lease / 3
 	if d, ok := ctx.Deadline(); ok {
 		bound = min(bound, max(time.Until(d), minNodeTimeout))
 	}
 	bound = max(bound, time.Millisecond)
-	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
+	// The round is decided once a majority renewed (or enough nodes said
+	// the lock is gone): a silent node must not hold the renewal up until
+	// the bound, which could outlast the lease's safety deadline.
+	decided := func(replies []nodeReply, got []bool) bool {
+		var held, gone int
+		for i, rep := range replies {
+			switch {
+			case !got[i] || rep.err != nil:
+			case rep.status == 1:
+				held++
+			default:
+				gone++
+			}
+		}
+		return held >= a.quorum || gone > len(a.clients)-a.quorum
+	}
+	replies, got := fanoutUntil(a.clients, bound, func(i int, c *Client) nodeReply {
 		m := a.nodes[i]
 		ok, err := decodeRenew(scriptMutexRenew.run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock}, owner, ms(lease)))
 		if ok {
 			return nodeReply{status: 1, err: err}
 		}
 		return nodeReply{err: err}
-	}, nil)
+	}, nil, decided)
 	var held, gone int
 	var firstErr error
 	for i, rep := range replies {
@@ -442,9 +460,16 @@ func firstOf(first, err error) error {
 // own goroutine; the call itself is never abandoned mid-way, so what it did
 // is always known to someone.
 func fanout(clients []*Client, bound time.Duration, f func(i int, c *Client) nodeReply, late func(i int, rep nodeReply)) ([]nodeReply, []bool) {
+	return fanoutUntil(clients, bound, f, late, nil)
+}
+
+// fanoutUntil is fanout that also stops waiting as soon as enough reports
+// that the replies so far decide the round (the rest then count as late).
+func fanoutUntil(clients []*Client, bound time.Duration, f func(i int, c *Client) nodeReply, late func(i int, rep nodeReply), enough func(replies []nodeReply, got []bool) bool) ([]nodeReply, []bool) {
 	type round struct {
 		mu      sync.Mutex
 		closed  bool
+		decided bool
 		replies []nodeReply
 		got     []bool
 		pending int
@@ -465,7 +490,8 @@ func fanout(clients []*Client, bound time.Duration, f func(i int, c *Client) nod
 			}
 			r.replies[i], r.got[i] = rep, true
 			r.pending--
-			if r.pending == 0 {
+			if !r.decided && (r.pending == 0 || (enough != nil && enough(r.replies, r.got))) {
+				r.decided = true
 				close(r.all)
 			}
 			r.mu.Unlock()
@@ -476,7 +502,8 @@ func fanout(clients []*Client, bound time.Duration, f func(i int, c *Client) nod
 			r.replies[i], r.got[i] = nodeReply{err: ErrClosed}, true
 		}
 	}
-	if r.pending == 0 {
+	if r.pending == 0 && !r.decided {
+		r.decided = true
 		close(r.all)
 	}
 	r.mu.Unlock()

@@ -271,3 +271,35 @@ func TestRedLockConstruction(t *testing.T) {
 		t.Fatalf("invalid name: %v, want ErrInvalidName", err)
 	}
 }
+
+// TestRedLockSlowNodeDoesNotStarveOtherRenewals black-holes one of three
+// RedLock nodes. The RedLock keeps its majority, and a plain mutex on the
+// same client (whose renewals share the watchdog) must not be reported lost
+// because the RedLock's renewal waits for the silent node.
+func TestRedLockSlowNodeDoesNotStarveOtherRenewals(t *testing.T) {
+	srvs := redistest.NewServers(t, 3)
+	proxy := redistest.NewProxy(t, srvs[2].Addr())
+	const timeout = 900 * time.Millisecond
+	clients := []*core.Client{
+		newLocks(t, srvs[0].NewClient(t), core.WithWatchdogTimeout(timeout)),
+		newLocks(t, srvs[1].NewClient(t), core.WithWatchdogTimeout(timeout)),
+		newLocks(t, proxyClient(t, proxy.Addr(), 2*time.Second), core.WithWatchdogTimeout(timeout)),
+	}
+	ctx := context.Background()
+	rl, err := core.NewRedLock(clients, "starve").Lock(ctxTimeout(t, 5*time.Second))
+	if err != nil {
+		t.Fatalf("RedLock: %v", err)
+	}
+	m := mustLock(t, clients[0].Mutex("starve-mutex"), ctx)
+	proxy.Blackhole()
+	time.Sleep(3 * timeout)
+	if cause := context.Cause(m.Context()); cause != nil {
+		t.Fatalf("mutex on the RedLock's first client lost while its Redis was fine: %v", cause)
+	}
+	if cause := context.Cause(rl.Context()); cause != nil {
+		t.Fatalf("RedLock lost with 2 of 3 nodes answering: %v", cause)
+	}
+	mustUnlock(t, m)
+	proxy.Pass()
+	_ = rl.Unlock(ctx)
+}

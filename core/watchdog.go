@@ -24,6 +24,8 @@ type hold struct {
 	// releasing counts Unlocks in flight: a renewal that finds the lock
 	// gone meanwhile is the release landing first, not a loss.
 	releasing int
+	// renewing is set while a renewal of its own (aloneRenewer) runs.
+	renewing bool
 }
 
 // driftMargin is subtracted from every lease to get the local safety
@@ -204,12 +206,23 @@ type renewal struct {
 func (c *Client) renewAll(budget time.Duration) {
 	c.mu.Lock()
 	var batch []renewal
+	var alone []*hold
 	for _, h := range c.holds {
-		if h.watchdog {
+		switch {
+		case !h.watchdog:
+		case isAloneRenewer(h.p):
+			if !h.renewing {
+				h.renewing = true
+				alone = append(alone, h)
+			}
+		default:
 			batch = append(batch, renewal{h: h})
 		}
 	}
 	c.mu.Unlock()
+	for _, h := range alone {
+		c.renewAlone(h, budget)
+	}
 	if len(batch) == 0 {
 		return
 	}
@@ -230,6 +243,31 @@ func (c *Client) renewAll(budget time.Duration) {
 			ok, err = r.h.p.renewOne(ctx, r.h.info.Owner, r.h.lease)
 		}
 		c.renewed(r.h, sent, ok, err)
+	}
+}
+
+func isAloneRenewer(p protocol) bool {
+	_, ok := p.(aloneRenewer)
+	return ok
+}
+
+// renewAlone renews h on a goroutine of its own (owned by the Client, so
+// Close waits for it), bounded by budget.
+func (c *Client) renewAlone(h *hold, budget time.Duration) {
+	done := func() {
+		c.mu.Lock()
+		h.renewing = false
+		c.mu.Unlock()
+	}
+	if !c.spawn(func() {
+		defer done()
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		defer cancel()
+		sent := time.Now()
+		ok, err := h.p.renewOne(ctx, h.info.Owner, h.lease)
+		c.renewed(h, sent, ok, err)
+	}) {
+		done()
 	}
 }
 
