@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -79,7 +80,6 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	c.loadScripts(actx)
 	var waitUntil time.Time
 	if waitTimeout > 0 {
 		waitUntil = a.start.Add(waitTimeout)
@@ -110,13 +110,17 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		}
 	}
 	for {
-		// The attempt itself is not cancelled by ctx: a reply is always read,
-		// so a lock won just as ctx ends is known, and released below.
 		sent := time.Now()
-		rep, err := a.p.acquire(context.WithoutCancel(actx), a.info.Owner, a.lease)
+		rep, err := a.try(ctx, actx)
 		a.attempts++
 		if err != nil {
 			handBack()
+			switch err {
+			case errAbandoned:
+				return nil, fmt.Errorf("keylock: acquire %q: %w", a.info.Name, ctx.Err())
+			case ErrClosed:
+				return nil, ErrClosed
+			}
 			return nil, wrapRedis("acquire", a.info.Name, err)
 		}
 		woken = false
@@ -196,6 +200,67 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 			return nil, &lockedCtxError{locked: busy, ctxErr: err}
 		}
 	}
+}
+
+// errAbandoned is try's answer when ctx ended before Redis replied.
+var errAbandoned = errors.New("keylock: attempt abandoned")
+
+// try makes one attempt. The Redis call itself never sees ctx's
+// cancellation — its reply is always read, so a lock won just as ctx ends is
+// known and given back — but the caller does not wait for it past ctx: when
+// ctx can end, the call runs on a goroutine owned by the Client, and if ctx
+// ends first try returns errAbandoned and that goroutine releases whatever
+// the late reply won.
+func (a *attempt) try(ctx, actx context.Context) (acquireReply, error) {
+	c := a.c
+	call := func() (acquireReply, error) {
+		c.loadScripts(actx)
+		return a.p.acquire(context.WithoutCancel(actx), a.info.Owner, a.lease)
+	}
+	if ctx.Done() == nil {
+		return call()
+	}
+	type result struct {
+		rep acquireReply
+		err error
+	}
+	var (
+		mu        sync.Mutex
+		abandoned bool
+	)
+	done := make(chan result, 1)
+	if !c.spawn(func() {
+		rep, err := call()
+		mu.Lock()
+		if !abandoned {
+			done <- result{rep, err} // buffered: never blocks
+			mu.Unlock()
+			return
+		}
+		mu.Unlock()
+		if err == nil && rep.acquired { // won after the caller left
+			rctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
+			_, _ = a.p.release(rctx, a.info.Owner, c.newID(), a.lease)
+			cancel()
+		}
+	}) {
+		return acquireReply{}, ErrClosed
+	}
+	select {
+	case r := <-done:
+		return r.rep, r.err
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	select {
+	case r := <-done: // the reply made it after all
+		mu.Unlock()
+		return r.rep, r.err
+	default:
+	}
+	abandoned = true
+	mu.Unlock()
+	return acquireReply{}, errAbandoned
 }
 
 // won turns a successful attempt into a lease, or releases it again when ctx

@@ -260,15 +260,32 @@ func TestWonAsContextEndsIsReleased(t *testing.T) {
 	srv, rdb := single(t)
 	proxy := redistestProxy(t, srv.Addr())
 	c := newLocks(t, proxyClient(t, proxy.Addr(), 5*time.Second))
-	proxy.Delay(100 * time.Millisecond)
+	// Every round trip takes at least 600ms; the caller gives up after 50ms.
+	proxy.Delay(300 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
+	start := time.Now()
 	_, err := c.Mutex("late").Lock(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
-	if n := rdb.Exists(context.Background(), "keylock:{late}").Val(); n != 0 {
-		t.Fatalf("lock won as the context ended was leaked (key exists)")
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Fatalf("Lock returned %s after a 50ms context: it waited for Redis past the context", took)
+	}
+	// The attempt still lands and wins the lock; it must be given back.
+	bg := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for rdb.Exists(bg, "keylock:{late}:fence").Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned attempt never reached Redis")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for rdb.Exists(bg, "keylock:{late}").Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("lock won after the caller left was leaked (key still exists)")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
