@@ -174,7 +174,8 @@ func (a *httpAPI) userOrders(c *gin.Context) {
 
 func (a *httpAPI) healthz(c *gin.Context) {
 	if _, err := a.store.Item(c.Request.Context(), demoItem); err != nil && !errors.Is(err, shop.ErrNoItem) {
-		fail(c, http.StatusServiceUnavailable, "unavailable", "redis: "+err.Error())
+		_ = c.Error(err) // the cause goes to the logs, not to the client
+		fail(c, http.StatusServiceUnavailable, "unavailable", "redis unavailable")
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
