@@ -255,6 +255,10 @@ func (h *hub) leave(w *waiter) {
 				delete(h.conns, conn.slot)
 			}
 			retire = conn.ps
+			// Confirmations still owed by this connection die with it; left
+			// counted, they would keep the channel's next subscription from
+			// ever reporting ready.
+			delete(h.inflight, w.ch)
 		default:
 			unsub = conn.ps
 			h.wmu.Lock() // released after the write, below
