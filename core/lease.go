@@ -61,7 +61,8 @@ func (l *Lease) Kind() Kind { return l.info.Kind }
 // waiter woken) when its last hold is released. Unlock returns ErrNotHeld
 // when the lock was no longer held (lost, expired, or already released by
 // this lease), and an error matching ErrUnavailable when Redis could not be
-// reached. After such a failure the lock is no longer renewed — it expires
+// reached, or ctx's error when ctx ended before Redis answered (Unlock does
+// not wait past ctx). After such a failure the lock is no longer renewed — it expires
 // within its lease — and Unlock may be retried to free it sooner (a retry
 // never releases a second hold). The lease's context is cancelled when
 // Unlock returns, whatever the outcome.
@@ -76,16 +77,19 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if obs != nil {
 		ctx = obs.ReleaseStart(ctx, ev)
 	}
-	rep, err := l.p.release(ctx, l.info.Owner, l.id, l.c.releaseStarted(l))
+	rep, err := l.release(ctx, l.c.releaseStarted(l))
 	// Whatever the outcome, the lease leaves its hold now. On an error the
 	// caller is done with the lock even if Redis did not hear it: it is no
 	// longer renewed, so it expires within its lease unless a retried Unlock
 	// frees it sooner. (Other holds of a re-entered lock stay.)
 	l.c.releaseDone(l)
 	l.cancel(context.Canceled)
-	if err != nil {
+	switch {
+	case err == errAbandoned:
+		err = fmt.Errorf("keylock: release %q: gave up waiting for Redis (the release may still land): %w", l.info.Name, ctx.Err())
+	case err != nil:
 		err = wrapRedis("release", l.info.Name, err)
-	} else {
+	default:
 		l.released = true
 		if !rep.held {
 			err = fmt.Errorf("%w: %q", ErrNotHeld, l.info.Name)
@@ -98,6 +102,42 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		obs.ReleaseEnd(ctx, ev)
 	}
 	return err
+}
+
+// release runs the release script. Like an acquisition attempt, the call
+// itself is not cancelled by ctx (its reply is always read), but when ctx can
+// end it runs on a Client-owned goroutine and Unlock returns errAbandoned as
+// soon as ctx ends; the release then lands or not on its own, and a retried
+// Unlock is safe either way (release receipts).
+func (l *Lease) release(ctx context.Context, lease time.Duration) (releaseReply, error) {
+	call := func() (releaseReply, error) {
+		return l.p.release(context.WithoutCancel(ctx), l.info.Owner, l.id, lease)
+	}
+	if ctx.Done() == nil {
+		return call()
+	}
+	type result struct {
+		rep releaseReply
+		err error
+	}
+	done := make(chan result, 1)
+	if !l.c.spawn(func() {
+		rep, err := call()
+		done <- result{rep, err}
+	}) {
+		return call() // the Client is closed: release in place
+	}
+	select {
+	case r := <-done:
+		return r.rep, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-done:
+			return r.rep, r.err
+		default:
+			return releaseReply{}, errAbandoned
+		}
+	}
 }
 
 // leaseContext is a lease's context: the caller's context made cancellable,

@@ -214,7 +214,7 @@ func TestMixedLeasesNeverShortenTheLock(t *testing.T) {
 		t.Fatalf("PTTL after releasing the longer hold = %s, want the 5s lease kept (never shortened)", pttl)
 	}
 	dog := mustLock(t, c.Mutex("mixed"), short.Context()) // watchdog hold on top
-	time.Sleep(timeout)                                  // renewals ran
+	time.Sleep(timeout)                                   // renewals ran
 	if pttl := rdb.PTTL(ctx, "keylock:{mixed}").Val(); pttl < 3*time.Second {
 		t.Fatalf("PTTL after watchdog renewals = %s, want the longer lease kept", pttl)
 	}
@@ -289,4 +289,35 @@ func TestSemaphoreReleaseWakesAWaiterThatFits(t *testing.T) {
 		t.Fatalf("the waiter that fits got its permit %s after the release: not woken", took)
 	}
 	<-big // gives up at its deadline (b still holds a permit)
+}
+
+// TestUnlockReturnsWhenContextEnds: with Redis cut off, Unlock gives up when
+// its context ends instead of waiting out the client's timeouts.
+func TestUnlockReturnsWhenContextEnds(t *testing.T) {
+	srv, rdb := single(t)
+	proxy := redistestProxy(t, srv.Addr())
+	c := newLocks(t, proxyClient(t, proxy.Addr(), 3*time.Second))
+	l := mustLock(t, c.Mutex("unlock-ctx"), context.Background())
+	proxy.Blackhole()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := l.Unlock(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Unlock: err = %v, want DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Unlock returned after %s with a 100ms context", took)
+	}
+	if l.Context().Err() == nil {
+		t.Fatal("lease context still alive after Unlock gave up")
+	}
+	proxy.Pass()
+	// A retry is safe: it frees the lock or finds the first release landed.
+	if err := l.Unlock(context.Background()); err != nil && !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("retried Unlock: %v", err)
+	}
+	if n := rdb.Exists(context.Background(), "keylock:{unlock-ctx}").Val(); n != 0 {
+		t.Fatal("lock still held after the retried Unlock")
+	}
 }
