@@ -78,7 +78,7 @@ func (c *Client) Close() error {
 
 	close(c.done)
 	for _, h := range holds {
-		c.dropHold(h, ErrClosed)
+		c.lose(h, ErrClosed)
 	}
 	c.hub.close()
 	c.wg.Wait()

@@ -14,8 +14,8 @@ const DefaultFairWaiterTimeout = 5 * time.Second
 
 var (
 	scriptFairAcquire = registerScript("fair_acquire", "lib_fence")
-	scriptFairRelease = registerScript("fair_release", "lib_fence")
-	scriptFairLeave   = registerScript("fair_leave", "lib_fence")
+	scriptFairRelease = registerScript("fair_release", "lib_fence", "lib_queue")
+	scriptFairLeave   = registerScript("fair_leave", "lib_fence", "lib_queue")
 )
 
 // FairMutex is a distributed reentrant mutex that serves waiters in arrival

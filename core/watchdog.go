@@ -162,14 +162,6 @@ func (c *Client) lose(h *hold, cause error) {
 	c.signalLost(leases, cause)
 }
 
-// dropHold is lose for a hold already taken out of the registry (Close).
-func (c *Client) dropHold(h *hold, cause error) {
-	c.mu.Lock()
-	leases := append([]*Lease(nil), c.detach(h)...)
-	c.mu.Unlock()
-	c.signalLost(leases, cause)
-}
-
 func (c *Client) signalLost(leases []*Lease, cause error) {
 	for _, l := range leases {
 		// The observer hears of the loss before the code under the lease does.

@@ -17,17 +17,6 @@ end
 local first = redis.call('lindex', KEYS[2], 0) == ARGV[1]
 redis.call('lrem', KEYS[2], 0, ARGV[1])
 if first and redis.call('exists', KEYS[1]) == 0 then
-  local now = now_ms()
-  local head = redis.call('lindex', KEYS[2], 0)
-  while head do
-    local dl = redis.call('zscore', KEYS[3], head)
-    if dl and tonumber(dl) > now then
-      redis.call(ARGV[2], KEYS[4] .. head, '1')
-      break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-    head = redis.call('lindex', KEYS[2], 0)
-  end
+  wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[2])
 end
 return 1

@@ -31,18 +31,7 @@ if n > 0 then
 else
   redis.call('del', KEYS[1])
   -- Skip (evict) dead waiters, then wake the first live one.
-  local now = now_ms()
-  local head = redis.call('lindex', KEYS[2], 0)
-  while head do
-    local dl = redis.call('zscore', KEYS[3], head)
-    if dl and tonumber(dl) > now then
-      redis.call(ARGV[3], KEYS[5] .. head, '1')
-      break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-    head = redis.call('lindex', KEYS[2], 0)
-  end
+  wake_next(KEYS[2], KEYS[3], KEYS[5], ARGV[3])
 end
 redis.call('set', KEYS[4], n, 'px', ARGV[4])
 return n

@@ -144,4 +144,3 @@ func TestWakeUpOnEmbeddedRedis(t *testing.T) {
 		t.Fatalf("waiter took %s after the release: not woken (the holder's lease was 30s)", d)
 	}
 }
-
