@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -43,9 +44,21 @@ type Proxy struct {
 // changes). The proxy is closed in t.Cleanup.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
+	p, err := StartProxy(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// StartProxy is [NewProxy] for code that is not a test (the fault suite's
+// driver, a long-running tool): it returns an error instead of failing a
+// test, and the caller must Close the proxy.
+func StartProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("redistest: proxy listen: %v", err)
+		return nil, fmt.Errorf("redistest: proxy listen: %w", err)
 	}
 	p := &Proxy{
 		target:  target,
@@ -56,8 +69,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	}
 	p.wg.Add(1)
 	go p.acceptLoop()
-	t.Cleanup(p.Close)
-	return p
+	return p, nil
 }
 
 // Addr returns the proxy's address, "127.0.0.1:port".

@@ -1,0 +1,275 @@
+package check
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/keylock/keylock/internal/chaos/event"
+)
+
+// Dir checks the logs of the run in dir.
+func Dir(dir string) (*Report, error) {
+	recs, err := event.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return Records(recs)
+}
+
+// Records checks a run given as records, in any order.
+func Records(recs []event.Record) (*Report, error) {
+	r, err := parse(recs)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Span:          time.Duration(r.end - r.start),
+		Processes:     len(r.pids),
+		Sections:      make(map[string]int),
+		AcquireErrors: make(map[string]int),
+		UnlockErrors:  make(map[string]int),
+		Faults:        make(map[string]int),
+		Attempts:      len(r.attempts),
+	}
+	for _, k := range kinds {
+		rep.Sections[k] = 0
+	}
+	for _, f := range r.faults {
+		rep.Faults[f.name]++
+	}
+	for _, a := range r.attempts {
+		if a.err != "" {
+			rep.AcquireErrors[a.class]++
+		}
+	}
+	byLock := make(map[string][]*section)
+	for _, s := range r.sections {
+		rep.Sections[s.kind]++
+		byLock[s.lock] = append(byLock[s.lock], s)
+		if s.unlockErr != "" {
+			rep.UnlockErrors[s.unlockErr]++
+		}
+		if s.told != 0 {
+			rep.Told++
+			if !s.open && s.unlockErr == "" && strings.Contains(s.cause, "lost") {
+				rep.ToldUnlockOK++
+			}
+		}
+		if s.doa {
+			rep.DOA = append(rep.DOA, s.id()+" "+s.kind+" on "+s.lock)
+			rep.DOAFaults = append(rep.DOAFaults, strings.Join(r.faultsAt(s.enter), ","))
+		}
+	}
+	locks := make([]string, 0, len(byLock))
+	for l := range byLock {
+		locks = append(locks, l)
+	}
+	sort.Strings(locks)
+	for _, l := range locks {
+		secs := byLock[l]
+		if secs[0].kind == event.KindSemaphore {
+			rep.Overadmitted = append(rep.Overadmitted, r.overadmissions(secs)...)
+		} else {
+			rep.Overlaps = append(rep.Overlaps, r.overlaps(secs)...)
+		}
+		inv, checks, across := r.fencing(secs)
+		rep.Inversions = append(rep.Inversions, inv...)
+		rep.FenceChecks += checks
+		rep.FenceAcrossRestart += across
+	}
+	r.stalls(rep)
+	r.processes(rep)
+	return rep, nil
+}
+
+// classify decides why earlier was still inside when later entered.
+func (r *run) classify(earlier, later *section) Class {
+	switch {
+	case earlier.told != 0 && earlier.told <= later.enter:
+		return ClassTold
+	case later.doa:
+		return ClassDOA
+	case r.pausedNear(earlier.pid, max(earlier.enter, later.enter-int64(PauseGrace)), later.enter):
+		return ClassPaused
+	case r.restartBetween(earlier.enter, later.enter):
+		return ClassRestart
+	}
+	return ClassViolation
+}
+
+func (r *run) overlap(earlier, later *section, c Class) Overlap {
+	o := Overlap{
+		Lock:    later.lock,
+		Class:   c,
+		Earlier: earlier.id() + " " + earlier.kind,
+		Later:   later.id() + " " + later.kind,
+		At:      later.enter,
+		Overlap: time.Duration(min(earlier.exit, later.exit) - later.enter),
+		Faults:  r.faultsAt(later.enter),
+	}
+	if earlier.told == 0 {
+		o.Untold = true
+	} else {
+		o.ToldLate = time.Duration(earlier.told - later.enter)
+	}
+	return o
+}
+
+// overlaps finds pairs of sections of one lock inside at once where at
+// least one excludes the other (a reader does not exclude a reader).
+func (r *run) overlaps(secs []*section) []Overlap {
+	secs = append([]*section(nil), secs...)
+	sort.Slice(secs, func(i, j int) bool { return secs[i].enter < secs[j].enter })
+	var out []Overlap
+	var active []*section
+	for _, y := range secs {
+		kept := active[:0]
+		for _, x := range active {
+			if x.exit > y.enter {
+				kept = append(kept, x)
+			}
+		}
+		active = kept
+		for _, x := range active {
+			if !event.Exclusive(x.kind) && !event.Exclusive(y.kind) {
+				continue
+			}
+			if y.exit <= y.enter && !y.doa {
+				continue // an empty section overlaps nothing
+			}
+			out = append(out, r.overlap(x, y, r.classify(x, y)))
+		}
+		active = append(active, y)
+	}
+	return out
+}
+
+// overadmissions finds semaphore entries that took the permits in use past
+// the permit count. The holders inside decide the class: if those that
+// were neither told, paused nor robbed by a restart still leave room, the
+// excess is theirs to explain.
+func (r *run) overadmissions(secs []*section) []Overlap {
+	secs = append([]*section(nil), secs...)
+	sort.Slice(secs, func(i, j int) bool { return secs[i].enter < secs[j].enter })
+	var out []Overlap
+	var active []*section
+	for _, y := range secs {
+		kept := active[:0]
+		inUse := y.n
+		for _, x := range active {
+			if x.exit > y.enter {
+				kept = append(kept, x)
+				inUse += x.n
+			}
+		}
+		active = kept
+		if inUse > y.size && (y.exit > y.enter || y.doa) {
+			valid := y.n
+			var excuse *section
+			excuseClass := ClassViolation
+			for _, x := range active {
+				c := r.classify(x, y)
+				if c == ClassViolation {
+					valid += x.n
+				} else if excuse == nil || rank(c) < rank(excuseClass) {
+					excuse, excuseClass = x, c
+				}
+			}
+			c := ClassViolation
+			var blame *section
+			switch {
+			case y.doa:
+				c = ClassDOA
+			case valid <= y.size && excuse != nil:
+				c, blame = excuseClass, excuse
+			}
+			if blame == nil {
+				blame = latestUntold(active)
+			}
+			o := r.overlap(blame, y, c)
+			o.InUse, o.Size = inUse, y.size
+			out = append(out, o)
+		}
+		active = append(active, y)
+	}
+	return out
+}
+
+func rank(c Class) int {
+	for i, k := range classes {
+		if k == c {
+			return i
+		}
+	}
+	return len(classes)
+}
+
+// latestUntold picks the holder to name in a report: the last to enter
+// among those not told, or the last of all.
+func latestUntold(active []*section) *section {
+	var best *section
+	for _, x := range active {
+		if x.told == 0 && (best == nil || x.enter > best.enter) {
+			best = x
+		}
+	}
+	if best == nil {
+		best = active[len(active)-1]
+	}
+	return best
+}
+
+// fencing checks that every acquisition returned before another was called
+// has the smaller token, and that no two acquisitions share one. It returns
+// the inversions, how many acquisitions were compared with an earlier one,
+// and how many of those comparisons spanned an empty restart.
+func (r *run) fencing(secs []*section) (out []Inversion, checks, across int) {
+	byCall := append([]*section(nil), secs...)
+	sort.Slice(byCall, func(i, j int) bool { return byCall[i].call < byCall[j].call })
+	byReturn := append([]*section(nil), secs...)
+	sort.Slice(byReturn, func(i, j int) bool { return byReturn[i].enter < byReturn[j].enter })
+
+	var best *section // largest token among those returned before the current call
+	next := 0
+	for _, y := range byCall {
+		for next < len(byReturn) && byReturn[next].enter < y.call {
+			if x := byReturn[next]; best == nil || x.token > best.token {
+				best = x
+			}
+			next++
+		}
+		if best == nil {
+			continue
+		}
+		checks++
+		spans := r.restartBetween(best.enter, y.call)
+		if spans {
+			across++
+		}
+		if y.token <= best.token {
+			out = append(out, Inversion{
+				Lock: y.lock, Earlier: best.id(), Later: y.id(),
+				EarlierToken: best.token, LaterToken: y.token,
+				Duplicate: y.token == best.token, AcrossRestart: spans,
+				At: y.enter, Faults: r.faultsAt(y.enter),
+			})
+		}
+	}
+	// Duplicates between acquisitions that ran at the same time.
+	seen := make(map[uint64]*section)
+	for _, s := range byReturn {
+		if first, ok := seen[s.token]; ok && first.enter >= s.call {
+			out = append(out, Inversion{
+				Lock: s.lock, Earlier: first.id(), Later: s.id(),
+				EarlierToken: first.token, LaterToken: s.token, Duplicate: true,
+				AcrossRestart: r.restartBetween(first.enter, s.enter),
+				At:            s.enter, Faults: r.faultsAt(s.enter),
+			})
+		}
+		if _, ok := seen[s.token]; !ok {
+			seen[s.token] = s
+		}
+	}
+	return out, checks, across
+}

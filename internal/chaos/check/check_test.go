@@ -1,0 +1,412 @@
+package check
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/internal/chaos/event"
+)
+
+// ms is a time in the hand-made logs: milliseconds after an arbitrary origin
+// (far from 0, which means "not set" in a record).
+func ms(v float64) int64 { return int64(1e12 + v*1e6) }
+
+type logs struct {
+	recs []event.Record
+	seq  uint64
+}
+
+// cs logs a critical section: Lock called at call, returned at enter, work
+// ended at exit (exit < 0: never released, as after kill -9).
+func (l *logs) cs(pid int, lock, kind string, call, enter, exit float64, edit ...func(acq, rel *event.Record)) {
+	l.seq++
+	acq := event.Record{Ev: event.Acq, W: pid % 10, PID: pid, Seq: l.seq, Lock: lock, Kind: kind,
+		T0: ms(call), T1: ms(enter), Token: l.seq}
+	rel := event.Record{Ev: event.Rel, W: pid % 10, PID: pid, Seq: l.seq, Lock: lock, Kind: kind,
+		T0: ms(exit), T1: ms(exit) + 1}
+	for _, e := range edit {
+		e(&acq, &rel)
+	}
+	l.recs = append(l.recs, acq)
+	if exit >= 0 {
+		l.recs = append(l.recs, rel)
+	}
+}
+
+func (l *logs) add(r event.Record) { l.recs = append(l.recs, r) }
+
+func told(at float64) func(acq, rel *event.Record) {
+	return func(_, rel *event.Record) { rel.Told, rel.Cause = ms(at), "keylock: lock lost" }
+}
+
+func token(t uint64) func(acq, rel *event.Record) {
+	return func(acq, _ *event.Record) { acq.Token = t }
+}
+
+func permits(n, size int) func(acq, rel *event.Record) {
+	return func(acq, _ *event.Record) { acq.N, acq.Size = n, size }
+}
+
+func doa(acq, _ *event.Record) { acq.DOA = true }
+
+func (l *logs) check(t *testing.T) *Report {
+	t.Helper()
+	rep, err := Records(l.recs)
+	if err != nil {
+		t.Fatalf("Records: %v", err)
+	}
+	return rep
+}
+
+func onlyClass(t *testing.T, got []Overlap, want Class) Overlap {
+	t.Helper()
+	if len(got) != 1 {
+		t.Fatalf("got %d overlaps %v, want 1 of class %q", len(got), got, want)
+	}
+	if got[0].Class != want {
+		t.Fatalf("overlap class: got %q, want %q (%v)", got[0].Class, want, got[0])
+	}
+	return got[0]
+}
+
+const mutex = event.KindMutexWatchdog
+
+func TestBackToBackSectionsDoNotOverlap(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 10)
+	l.cs(2, "m", mutex, 2, 10, 20) // enters exactly when the first left
+	l.cs(1, "m", mutex, 15, 20, 30)
+	rep := l.check(t)
+	if len(rep.Overlaps) != 0 || rep.Failures() != nil {
+		t.Fatalf("overlaps %v, failures %v; want none", rep.Overlaps, rep.Failures())
+	}
+	if rep.Sections[mutex] != 3 || rep.Total() != 3 {
+		t.Fatalf("sections: got %v, want 3 %s", rep.Sections, mutex)
+	}
+}
+
+func TestUntoldEarlierHolderIsAViolation(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 100)
+	l.cs(2, "m", event.KindFair, 2, 50, 60)
+	rep := l.check(t)
+	o := onlyClass(t, rep.Overlaps, ClassViolation)
+	if !o.Untold || o.Overlap != 10*time.Millisecond {
+		t.Fatalf("got %+v, want untold and 10ms together", o)
+	}
+	if f := rep.Failures(); len(f) != 1 || !strings.Contains(f[0], "1 overlaps") {
+		t.Fatalf("failures: got %q, want one about the overlap", f)
+	}
+}
+
+func TestToldBeforeTheLaterEnteredIsTold(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 100, told(40))
+	l.cs(2, "m", mutex, 2, 50, 60)
+	rep := l.check(t)
+	o := onlyClass(t, rep.Overlaps, ClassTold)
+	if o.ToldLate != -10*time.Millisecond {
+		t.Fatalf("ToldLate: got %v, want -10ms", o.ToldLate)
+	}
+	if rep.Failures() != nil || rep.Told != 1 {
+		t.Fatalf("failures %v, told %d; want none and 1", rep.Failures(), rep.Told)
+	}
+}
+
+func TestToldAfterTheLaterEnteredIsAViolation(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 100, told(60))
+	l.cs(2, "m", mutex, 2, 50, 70)
+	o := onlyClass(t, l.check(t).Overlaps, ClassViolation)
+	if o.Untold || o.ToldLate != 10*time.Millisecond {
+		t.Fatalf("got %+v, want told 10ms late", o)
+	}
+}
+
+func TestPausedEarlierHolder(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 100)
+	l.cs(2, "m", mutex, 2, 50, 60)
+	l.add(event.Record{Ev: event.Pause, PID: 1, T0: ms(20), T1: ms(45)}) // resumed 5ms before: within PauseGrace
+	onlyClass(t, l.check(t).Overlaps, ClassPaused)
+
+	// A pause that ended long before the later holder entered excuses nothing.
+	var m logs
+	m.cs(1, "m", mutex, 0, 1, 3000)
+	m.cs(2, "m", mutex, 2, 2500, 2600)
+	m.add(event.Record{Ev: event.Pause, PID: 1, T0: ms(10), T1: ms(20)})
+	onlyClass(t, m.check(t).Overlaps, ClassViolation)
+
+	// The later holder's pause excuses nothing either.
+	var n logs
+	n.cs(1, "m", mutex, 0, 1, 100)
+	n.cs(2, "m", mutex, 2, 50, 60)
+	n.add(event.Record{Ev: event.Pause, PID: 2, T0: ms(20), T1: ms(45)})
+	onlyClass(t, n.check(t).Overlaps, ClassViolation)
+}
+
+func TestEmptyRestartLosesTheLock(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 100)
+	l.cs(2, "m", mutex, 2, 50, 60)
+	l.add(event.Record{Ev: event.Restart, T0: ms(30), T1: ms(40)})
+	rep := l.check(t)
+	onlyClass(t, rep.Overlaps, ClassRestart)
+	if rep.Failures() != nil {
+		t.Fatalf("failures: %v, want none", rep.Failures())
+	}
+	// A restart before the earlier holder entered excuses nothing.
+	var m logs
+	m.add(event.Record{Ev: event.Restart, T0: ms(0.2), T1: ms(0.5)})
+	m.cs(1, "m", mutex, 0, 1, 100)
+	m.cs(2, "m", mutex, 2, 50, 60)
+	onlyClass(t, m.check(t).Overlaps, ClassViolation)
+}
+
+func TestDeadOnArrivalLease(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 100)
+	l.cs(2, "m", mutex, 2, 50, 50, doa) // told at once: an empty section
+	l.add(event.Record{Ev: event.Fault, Fault: event.FaultSpike, Target: 2, T0: ms(0), T1: ms(45)})
+	rep := l.check(t)
+	onlyClass(t, rep.Overlaps, ClassDOA)
+	if len(rep.DOA) != 1 || rep.DOAFaults[0] != event.FaultSpike {
+		t.Fatalf("DOA: got %v (faults %v), want one, around a spike", rep.DOA, rep.DOAFaults)
+	}
+	if f := rep.Failures(); len(f) != 1 || !strings.Contains(f[0], "dead-on-arrival") {
+		t.Fatalf("failures: got %q, want the DOA lease", f)
+	}
+}
+
+func TestReadersShareWritersExclude(t *testing.T) {
+	var l logs
+	l.cs(1, "rw", event.KindRead, 0, 1, 100)
+	l.cs(2, "rw", event.KindRead, 0, 2, 100)
+	if rep := l.check(t); len(rep.Overlaps) != 0 {
+		t.Fatalf("two readers: got overlaps %v, want none", rep.Overlaps)
+	}
+	l.cs(3, "rw", event.KindWrite, 0, 50, 60)
+	rep := l.check(t)
+	if len(rep.Overlaps) != 2 {
+		t.Fatalf("a writer among two readers: got %d overlaps, want 2: %v", len(rep.Overlaps), rep.Overlaps)
+	}
+	// A reader entering under a writer overlaps too.
+	var m logs
+	m.cs(1, "rw", event.KindWrite, 0, 1, 100)
+	m.cs(2, "rw", event.KindRead, 0, 50, 60)
+	onlyClass(t, m.check(t).Overlaps, ClassViolation)
+}
+
+func TestKilledHolderIsInsideUntilItDied(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, -1) // never released
+	l.add(event.Record{Ev: event.Exit, PID: 1, T1: ms(80), Cause: ExitKilled})
+	l.cs(2, "m", mutex, 2, 100, 110)
+	if rep := l.check(t); len(rep.Overlaps) != 0 || rep.Failures() != nil {
+		t.Fatalf("entered after the holder died: got overlaps %v, failures %v", rep.Overlaps, rep.Failures())
+	}
+	var m logs
+	m.cs(1, "m", mutex, 0, 1, -1)
+	m.add(event.Record{Ev: event.Exit, PID: 1, T1: ms(80), Cause: ExitKilled})
+	m.cs(2, "m", mutex, 2, 60, 70)
+	onlyClass(t, m.check(t).Overlaps, ClassViolation)
+}
+
+func TestSemaphoreOveradmission(t *testing.T) {
+	sem := event.KindSemaphore
+	var l logs
+	l.cs(1, "s", sem, 0, 1, 100, permits(1, 2))
+	l.cs(2, "s", sem, 0, 10, 100, permits(1, 2))
+	l.cs(3, "s", sem, 0, 50, 60, permits(1, 2))
+	rep := l.check(t)
+	if len(rep.Overlaps) != 0 {
+		t.Fatalf("semaphore holders counted as exclusive overlaps: %v", rep.Overlaps)
+	}
+	o := onlyClass(t, rep.Overadmitted, ClassViolation)
+	if o.InUse != 3 || o.Size != 2 {
+		t.Fatalf("got %d of %d permits, want 3 of 2", o.InUse, o.Size)
+	}
+	if f := rep.Failures(); len(f) != 1 || !strings.Contains(f[0], "over-admissions") {
+		t.Fatalf("failures: got %q, want the over-admission", f)
+	}
+
+	// One of the holders was told: the untold ones leave room.
+	var m logs
+	m.cs(1, "s", sem, 0, 1, 100, permits(1, 3), told(20))
+	m.cs(2, "s", sem, 0, 10, 100, permits(1, 3))
+	m.cs(3, "s", sem, 0, 50, 60, permits(2, 3))
+	onlyClass(t, m.check(t).Overadmitted, ClassTold)
+
+	// Within the permits: nothing to report.
+	var n logs
+	n.cs(1, "s", sem, 0, 1, 100, permits(2, 3))
+	n.cs(2, "s", sem, 0, 10, 100, permits(1, 3))
+	if rep := n.check(t); len(rep.Overadmitted) != 0 {
+		t.Fatalf("3 of 3 permits: got %v, want nothing", rep.Overadmitted)
+	}
+}
+
+func TestFencing(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 2, token(10))
+	l.cs(2, "m", mutex, 3, 4, 5, token(11))
+	l.cs(1, "m", mutex, 6, 7, 8, token(30))
+	rep := l.check(t)
+	if len(rep.Inversions) != 0 || rep.FenceChecks != 2 {
+		t.Fatalf("increasing tokens: got %v, %d checks; want none, 2", rep.Inversions, rep.FenceChecks)
+	}
+
+	// Called after one with a larger token returned: an inversion, also
+	// for readers that share the lock.
+	var m logs
+	m.cs(1, "rw", event.KindRead, 0, 1, 50, token(10))
+	m.add(event.Record{Ev: event.Restart, T0: ms(2), T1: ms(3)})
+	m.cs(2, "rw", event.KindRead, 4, 5, 50, token(9))
+	rep = m.check(t)
+	if len(rep.Inversions) != 1 || rep.Inversions[0].Duplicate || !rep.Inversions[0].AcrossRestart {
+		t.Fatalf("got %v, want one inversion across a restart", rep.Inversions)
+	}
+	if rep.FenceAcrossRestart != 1 {
+		t.Fatalf("FenceAcrossRestart: got %d, want 1", rep.FenceAcrossRestart)
+	}
+
+	// Equal tokens: a duplicate.
+	var n logs
+	n.cs(1, "m", mutex, 0, 1, 2, token(10))
+	n.cs(2, "m", mutex, 3, 4, 5, token(10))
+	rep = n.check(t)
+	if len(rep.Inversions) != 1 || !rep.Inversions[0].Duplicate {
+		t.Fatalf("got %v, want one duplicate", rep.Inversions)
+	}
+
+	// Calls that overlap may return tokens in either order, but never
+	// the same one.
+	var o logs
+	o.cs(1, "s", event.KindSemaphore, 0, 5, 10, token(12), permits(1, 2))
+	o.cs(2, "s", event.KindSemaphore, 1, 4, 10, token(11), permits(1, 2))
+	if rep := o.check(t); len(rep.Inversions) != 0 {
+		t.Fatalf("concurrent calls: got %v, want none", rep.Inversions)
+	}
+	o.cs(3, "s", event.KindSemaphore, 3, 6, 10, token(12), permits(1, 2))
+	rep = o.check(t)
+	if len(rep.Inversions) != 1 || !rep.Inversions[0].Duplicate {
+		t.Fatalf("concurrent equal tokens: got %v, want one duplicate", rep.Inversions)
+	}
+}
+
+func TestStalls(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 30)
+	l.add(event.Record{Ev: event.Acq, PID: 2, Seq: 99, Lock: "m", Kind: mutex, T0: ms(10), T1: ms(100), Token: 99}) // waits, gets it at 100
+	l.add(event.Record{Ev: event.Rel, PID: 2, Seq: 99, T0: ms(110), T1: ms(111)})
+	l.add(event.Record{Ev: event.Acq, PID: 3, Lock: "m", Kind: mutex, T0: ms(20), T1: ms(25), Err: "busy", Cause: "busy", Try: true})
+	rep := l.check(t)
+	if got := rep.LongestStall; got.Lock != "m" || got.Duration() != 70*time.Millisecond || len(got.Faults) != 0 {
+		t.Fatalf("longest stall: got %v, want 70ms on m with no fault", got)
+	}
+	if u := rep.LongestUnexplainedStall; u.Lock != "m" || u.Duration() != rep.LongestStall.Duration() {
+		t.Fatalf("unexplained stall: got %v, want %v", rep.LongestUnexplainedStall, rep.LongestStall)
+	}
+	if rep.AcquireErrors["busy"] != 1 {
+		t.Fatalf("acquire errors: got %v, want busy 1", rep.AcquireErrors)
+	}
+
+	// The same stall after a fault is explained by it.
+	l.add(event.Record{Ev: event.Fault, Fault: event.FaultKill, T0: ms(0), T1: ms(5)})
+	rep = l.check(t)
+	if got := rep.LongestStall; len(got.Faults) != 1 || got.Faults[0] != event.FaultKill {
+		t.Fatalf("stall faults: got %v, want kill", got.Faults)
+	}
+	if rep.LongestUnexplainedStall.Lock != "" {
+		t.Fatalf("unexplained stall: got %v, want none", rep.LongestUnexplainedStall)
+	}
+
+	// A semaphore with a free permit and a waiter for one permit stalls;
+	// a waiter for more than what is free does not.
+	var s logs
+	s.cs(1, "s", event.KindSemaphore, 0, 1, 100, permits(1, 2))
+	s.add(event.Record{Ev: event.Acq, PID: 2, Lock: "s", Kind: event.KindSemaphore, N: 2, Size: 2, T0: ms(5), T1: ms(200), Err: "timeout", Cause: "busy"})
+	s.add(event.Record{Ev: event.Acq, PID: 3, Lock: "s", Kind: event.KindSemaphore, N: 1, Size: 2, T0: ms(10), T1: ms(50), Err: "timeout", Cause: "busy"})
+	rep = s.check(t)
+	if got := rep.LongestStall; got.Duration() != 100*time.Millisecond || got.From != ms(100) {
+		// 10..50 (one permit free for the 1-permit waiter), then 100..200
+		// (both free for the 2-permit waiter): the longer is 100ms.
+		t.Fatalf("semaphore stall: got %v from %d, want 100ms from 100ms", got, got.From)
+	}
+}
+
+func TestRestartRecovery(t *testing.T) {
+	var l logs
+	l.add(event.Record{Ev: event.Restart, T0: ms(100), T1: ms(200)})
+	l.cs(1, "m", mutex, 50, 700, 710)
+	l.cs(2, "quiet", mutex, 800, 801, 802) // no waiter at the restart
+	rep := l.check(t)
+	if len(rep.Recoveries) != 1 {
+		t.Fatalf("recoveries: got %v, want one", rep.Recoveries)
+	}
+	if rc := rep.Recoveries[0]; rc.Lock != "m" || rc.Took != 500*time.Millisecond || rc.Never || rc.Restart != 1 {
+		t.Fatalf("recovery: got %+v, want m in 500ms after restart 1", rc)
+	}
+}
+
+func TestProcesses(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 2)
+	l.add(event.Record{Ev: event.Panic, W: 1, PID: 1, Detail: "boom"})
+	l.add(event.Record{Ev: event.Summary, W: 1, PID: 1, Leaked: []string{"goroutine 7 [chan receive]"}})
+	l.add(event.Record{Ev: event.Exit, W: 1, PID: 1, T1: ms(10), Cause: ExitShutdown})
+	l.add(event.Record{Ev: event.Exit, W: 2, PID: 2, T1: ms(10), Cause: ExitShutdown}) // no summary
+	l.add(event.Record{Ev: event.Exit, W: 3, PID: 3, T1: ms(10), Cause: ExitKilled})  // none due
+	l.add(event.Record{Ev: event.Exit, W: 4, PID: 4, T1: ms(10), Err: "exit status 2", Detail: "panic: nil map"})
+	rep := l.check(t)
+	if len(rep.Panics) != 2 || len(rep.Crashes) != 1 || len(rep.Leaks) != 1 || rep.NoSummary != 1 {
+		t.Fatalf("got panics %q, crashes %q, leaks %q, no summary %d; want 2, 1, 1, 1",
+			rep.Panics, rep.Crashes, rep.Leaks, rep.NoSummary)
+	}
+	if len(rep.Failures()) != 4 {
+		t.Fatalf("failures: got %q, want 4", rep.Failures())
+	}
+}
+
+func TestFindingsAreAttributedToFaults(t *testing.T) {
+	var l logs
+	l.add(event.Record{Ev: event.Fault, Fault: event.FaultPartition, Target: 1, T0: ms(0), T1: ms(10)})
+	l.add(event.Record{Ev: event.Fault, Fault: event.FaultLatency, Target: -1, T0: ms(-10000), T1: ms(-9000)}) // long over
+	l.cs(1, "m", mutex, 0, 1, 100)
+	l.cs(2, "m", mutex, 2, 50, 60)
+	rep := l.check(t)
+	bf := rep.ByFault()["overlap: "+string(ClassViolation)]
+	if bf[event.FaultPartition] != 1 || len(bf) != 1 {
+		t.Fatalf("by fault: got %v, want partition 1 only", bf)
+	}
+	if rep.Faults[event.FaultPartition] != 1 || rep.Faults[event.FaultLatency] != 1 {
+		t.Fatalf("faults: got %v", rep.Faults)
+	}
+	var buf bytes.Buffer
+	rep.Write(&buf)
+	for _, want := range []string{"earlier holder not told:         1", "violation: m:", "partition 1"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+func TestReadSkipsOnlyATornLastLine(t *testing.T) {
+	good := `{"ev":"acq","w":1,"pid":1,"seq":1,"t0":1,"t1":2}` + "\n"
+	recs, err := event.Read(strings.NewReader(good + good + `{"ev":"rel","w":1,"pi`))
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("torn last line: got %d records, %v; want 2, nil", len(recs), err)
+	}
+	if _, err := event.Read(strings.NewReader(good + "{bad\n" + good)); err == nil {
+		t.Fatal("a bad line in the middle: got nil error")
+	}
+}
+
+func TestReleaseWithoutAcquisitionIsAnError(t *testing.T) {
+	_, err := Records([]event.Record{{Ev: event.Rel, PID: 1, Seq: 1, T0: 5}})
+	if err == nil {
+		t.Fatal("got nil error")
+	}
+}

@@ -1,0 +1,225 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/keylock/keylock/internal/chaos/event"
+)
+
+// PauseGrace is how long after SIGCONT a process still counts as paused: the
+// time it may need to run the timers that came due while it was stopped. An
+// earlier holder excuses an overlap by a pause only if it was stopped within
+// PauseGrace before the later holder entered.
+const PauseGrace = time.Second
+
+// AttributionWindow is how long after a fault ended a finding is still
+// attributed to it: the longest recovery the suite's settings allow (a
+// crashed fair-lock waiter holds up the line for the 5 s waiter timeout).
+const AttributionWindow = 6 * time.Second
+
+// section is one critical section: a successful acquisition and the time
+// its holder spent inside.
+type section struct {
+	w     int
+	pid   int
+	seq   uint64
+	lock  string
+	kind  string
+	n     int // permits held (1 unless a semaphore)
+	size  int
+	token uint64
+	call  int64 // Lock called
+	enter int64 // Lock returned
+	exit  int64 // work ended (or the process died)
+	doa   bool
+	told  int64 // lease context cancelled during the section; 0 if not
+	cause string
+	// open: no Rel record; exit is the process's death or the end of the run.
+	open      bool
+	unlockErr string
+}
+
+func (s *section) id() string { return fmt.Sprintf("w%d/pid%d#%d", s.w, s.pid, s.seq) }
+
+// attempt is one Lock call, successful or not.
+type attempt struct {
+	lock   string
+	kind   string
+	n      int
+	size   int
+	try    bool
+	t0, t1 int64
+	err    string
+	class  string
+}
+
+type window struct{ from, to int64 }
+
+type fault struct {
+	name   string
+	target int
+	from   int64
+	to     int64
+}
+
+// run is a parsed set of logs.
+type run struct {
+	start, end int64
+	sections   []*section
+	attempts   []*attempt
+	faults     []fault
+	pauses     map[int][]window // pid → SIGSTOP..SIGCONT
+	restarts   []window         // Redis killed .. new server up
+	exits      []event.Record
+	panics     []event.Record
+	summaries  []event.Record
+	pids       map[int]bool // every worker process seen
+}
+
+// parse builds a run from records of any order.
+func parse(recs []event.Record) (*run, error) {
+	r := &run{pauses: make(map[int][]window), pids: make(map[int]bool)}
+	type key struct {
+		pid int
+		seq uint64
+	}
+	open := make(map[key]*section)
+	death := make(map[int]int64)
+	var runEnd int64
+	touch := func(ts ...int64) {
+		for _, t := range ts {
+			if t == 0 {
+				continue
+			}
+			if r.start == 0 || t < r.start {
+				r.start = t
+			}
+			if t > r.end {
+				r.end = t
+			}
+		}
+	}
+	// Acq before Rel, whatever the file order.
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Ev == event.Acq && recs[j].Ev != event.Acq })
+	for _, rec := range recs {
+		touch(rec.T0, rec.T1)
+		if rec.PID != 0 {
+			r.pids[rec.PID] = true
+		}
+		switch rec.Ev {
+		case event.Acq:
+			n := rec.N
+			if n == 0 {
+				n = 1
+			}
+			r.attempts = append(r.attempts, &attempt{lock: rec.Lock, kind: rec.Kind, n: n, size: rec.Size,
+				try: rec.Try, t0: rec.T0, t1: rec.T1, err: rec.Err, class: rec.Cause})
+			if rec.Err != "" {
+				continue
+			}
+			s := &section{w: rec.W, pid: rec.PID, seq: rec.Seq, lock: rec.Lock, kind: rec.Kind, n: n,
+				size: rec.Size, token: rec.Token, call: rec.T0, enter: rec.T1, doa: rec.DOA, open: true}
+			k := key{rec.PID, rec.Seq}
+			if _, dup := open[k]; dup {
+				return nil, fmt.Errorf("two acquisitions logged as pid %d seq %d", rec.PID, rec.Seq)
+			}
+			open[k] = s
+			r.sections = append(r.sections, s)
+		case event.Rel:
+			s := open[key{rec.PID, rec.Seq}]
+			if s == nil {
+				return nil, fmt.Errorf("release of pid %d seq %d without its acquisition", rec.PID, rec.Seq)
+			}
+			s.exit, s.told, s.cause, s.unlockErr, s.open = rec.T0, rec.Told, rec.Cause, rec.Err, false
+		case event.Fault:
+			r.faults = append(r.faults, fault{name: rec.Fault, target: rec.Target, from: rec.T0, to: rec.T1})
+		case event.Pause:
+			r.pauses[rec.PID] = append(r.pauses[rec.PID], window{rec.T0, rec.T1})
+		case event.Restart:
+			r.restarts = append(r.restarts, window{rec.T0, rec.T1})
+		case event.Exit:
+			death[rec.PID] = rec.T1
+			r.exits = append(r.exits, rec)
+		case event.Panic:
+			r.panics = append(r.panics, rec)
+		case event.Summary:
+			r.summaries = append(r.summaries, rec)
+		case event.RunEnd:
+			runEnd = rec.T1
+		}
+	}
+	if runEnd == 0 {
+		runEnd = r.end
+	}
+	for _, s := range r.sections {
+		if !s.open {
+			continue
+		}
+		// A section never closed ended when its process died (kill -9),
+		// or, if it never did, when the logs end.
+		if d, ok := death[s.pid]; ok && d >= s.enter {
+			s.exit = d
+		} else {
+			s.exit = r.end
+		}
+	}
+	sort.Slice(r.faults, func(i, j int) bool { return r.faults[i].from < r.faults[j].from })
+	sort.Slice(r.restarts, func(i, j int) bool { return r.restarts[i].from < r.restarts[j].from })
+	return r, nil
+}
+
+// pausedNear reports whether process pid was stopped at some time in
+// [from, to].
+func (r *run) pausedNear(pid int, from, to int64) bool {
+	for _, p := range r.pauses[pid] {
+		if p.from <= to && p.to >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// restartBetween reports whether Redis was killed (losing every lock) after
+// from and before to.
+func (r *run) restartBetween(from, to int64) bool {
+	for _, rs := range r.restarts {
+		if rs.from > from && rs.from < to {
+			return true
+		}
+	}
+	return false
+}
+
+// faultsAt returns the names of the faults active at t, or ended less than
+// AttributionWindow before it; "none" if there are none.
+func (r *run) faultsAt(t int64) []string {
+	seen := make(map[string]bool)
+	var out []string
+	for _, f := range r.faults {
+		if f.from <= t && f.to+int64(AttributionWindow) >= t && !seen[f.name] {
+			seen[f.name] = true
+			out = append(out, f.name)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"none"}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// faultsDuring is faultsAt for an interval.
+func (r *run) faultsDuring(from, to int64) []string {
+	seen := make(map[string]bool)
+	var out []string
+	for _, f := range r.faults {
+		if f.from <= to && f.to+int64(AttributionWindow) >= from && !seen[f.name] {
+			seen[f.name] = true
+			out = append(out, f.name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

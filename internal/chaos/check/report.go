@@ -1,0 +1,404 @@
+package check
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/keylock/keylock/internal/chaos/event"
+)
+
+// Class says why two holders were inside at once (or a semaphore admitted
+// too many).
+type Class string
+
+// Overlap classes, in the order they are decided.
+const (
+	// ClassTold: the earlier holder's lease context was cancelled before the
+	// later holder entered; the earlier holder kept working although told.
+	ClassTold Class = "told"
+	// ClassDOA: the later holder's lease was dead on arrival (counted
+	// as a DOA finding too).
+	ClassDOA Class = "later lease dead on arrival"
+	// ClassPaused: the earlier holder's process was stopped (SIGSTOP) then,
+	// so it could not be told in time. A documented limit.
+	ClassPaused Class = "paused process"
+	// ClassRestart: Redis restarted empty after the earlier holder entered;
+	// every lock was lost with the data. A documented limit.
+	ClassRestart Class = "lock lost in an empty restart"
+	// ClassViolation: the earlier holder was not told. Mutual exclusion
+	// broke.
+	ClassViolation Class = "earlier holder not told"
+)
+
+var classes = []Class{ClassViolation, ClassTold, ClassDOA, ClassPaused, ClassRestart}
+
+// Overlap is two holders of one lock inside at once (at least one of them
+// exclusive), or one admission past a semaphore's permits (Later is the
+// admitted holder, Earlier one of those already inside).
+type Overlap struct {
+	Lock           string
+	Class          Class
+	Earlier, Later string // section ids: w<slot>/pid<pid>#<seq> and kind
+	At             int64  // when the later holder entered
+	Overlap        time.Duration
+	// ToldLate is how long after the later holder entered the earlier one
+	// was told (negative: before; 0 with Untold when never).
+	ToldLate time.Duration
+	Untold   bool
+	InUse    int // semaphore: permits in use counting the new holder
+	Size     int
+	Faults   []string // faults active around At
+}
+
+// Inversion is a fencing token not larger than one handed out before.
+type Inversion struct {
+	Lock           string
+	Earlier, Later string
+	EarlierToken   uint64
+	LaterToken     uint64
+	Duplicate      bool // equal tokens
+	AcrossRestart  bool
+	At             int64
+	Faults         []string
+}
+
+// Stall is a time during which a waiter waited while the lock was free.
+type Stall struct {
+	Lock     string
+	From, To int64
+	Faults   []string // faults active around it; empty if none
+}
+
+// Duration is the stall's length.
+func (s Stall) Duration() time.Duration { return time.Duration(s.To - s.From) }
+
+// Recovery is how long waiters took to get a lock after an empty restart.
+type Recovery struct {
+	Restart int // index, from 1
+	Lock    string
+	Took    time.Duration
+	Never   bool // no holder before the end of the run: Took is a lower bound
+}
+
+// Report is what the checker found in one run.
+type Report struct {
+	Span      time.Duration
+	Processes int
+	Sections  map[string]int // critical sections per kind
+	Attempts  int
+	// AcquireErrors counts failed acquisitions by core.Classify class.
+	AcquireErrors map[string]int
+	// UnlockErrors counts failed Unlocks by error text.
+	UnlockErrors map[string]int
+	Faults       map[string]int // faults injected per type
+	Told         int            // sections whose lease was cancelled while inside
+	// ToldUnlockOK counts sections told of a loss whose Unlock still
+	// returned nil (the docs say ErrNotHeld).
+	ToldUnlockOK int
+
+	Overlaps     []Overlap // exclusive overlaps, all classes
+	Overadmitted []Overlap // semaphore over-admissions, all classes
+	DOA          []string  // sections whose lease was dead on arrival
+	DOAFaults    []string  // faults around each DOA section (parallel to DOA)
+	Inversions   []Inversion
+	// FenceChecks counts acquisitions whose token was compared with an
+	// earlier one; FenceAcrossRestart those where an empty restart lay
+	// between the two.
+	FenceChecks, FenceAcrossRestart int
+
+	LongestStall            Stall
+	LongestUnexplainedStall Stall
+	Recoveries              []Recovery
+
+	Panics  []string // recovered panics and crashed workers' stderr
+	Crashes []string // workers that exited unexpectedly or hung
+	Leaks   []string // goroutines alive after a worker closed its Client
+	// NoSummary counts worker processes that were not killed by the driver
+	// yet wrote no summary.
+	NoSummary int
+}
+
+// Total is the number of critical sections.
+func (r *Report) Total() int {
+	n := 0
+	for _, c := range r.Sections {
+		n += c
+	}
+	return n
+}
+
+// Count returns how many overlaps of class c there are, exclusive and
+// semaphore together.
+func (r *Report) Count(c Class) int {
+	n := 0
+	for _, o := range r.Overlaps {
+		if o.Class == c {
+			n++
+		}
+	}
+	for _, o := range r.Overadmitted {
+		if o.Class == c {
+			n++
+		}
+	}
+	return n
+}
+
+// WorstRecovery is the longest time waiters took to get a lock after an
+// empty restart.
+func (r *Report) WorstRecovery() (Recovery, bool) {
+	var worst Recovery
+	for _, rc := range r.Recoveries {
+		if rc.Took >= worst.Took {
+			worst = rc
+		}
+	}
+	return worst, len(r.Recoveries) > 0
+}
+
+// Failures lists what makes a run fail: overlaps and over-admissions with
+// an untold holder, dead-on-arrival leases, fencing inversions or
+// duplicates, panics, crashes and leaked goroutines. Nil means the run
+// passed.
+func (r *Report) Failures() []string {
+	var out []string
+	add := func(n int, format string, args ...any) {
+		if n > 0 {
+			out = append(out, fmt.Sprintf(format, args...))
+		}
+	}
+	excl, sem := 0, 0
+	for _, o := range r.Overlaps {
+		if o.Class == ClassViolation {
+			excl++
+		}
+	}
+	for _, o := range r.Overadmitted {
+		if o.Class == ClassViolation {
+			sem++
+		}
+	}
+	add(excl, "%d overlaps of exclusive holders with an untold earlier holder", excl)
+	add(sem, "%d semaphore over-admissions with untold holders", sem)
+	add(len(r.DOA), "%d dead-on-arrival leases", len(r.DOA))
+	inv, dup := 0, 0
+	for _, i := range r.Inversions {
+		if i.Duplicate {
+			dup++
+		} else {
+			inv++
+		}
+	}
+	add(inv, "%d fencing inversions", inv)
+	add(dup, "%d duplicate fencing tokens", dup)
+	add(len(r.Panics), "%d panics", len(r.Panics))
+	add(len(r.Crashes), "%d crashed or hung workers", len(r.Crashes))
+	add(len(r.Leaks), "%d leaked goroutines", len(r.Leaks))
+	add(r.NoSummary, "%d workers ended without a summary", r.NoSummary)
+	return out
+}
+
+// ByFault counts findings by the faults active around them: finding →
+// fault → count ("none" when no fault was).
+func (r *Report) ByFault() map[string]map[string]int {
+	out := make(map[string]map[string]int)
+	add := func(finding string, faults []string) {
+		m := out[finding]
+		if m == nil {
+			m = make(map[string]int)
+			out[finding] = m
+		}
+		for _, f := range faults {
+			m[f]++
+		}
+	}
+	for _, o := range r.Overlaps {
+		add("overlap: "+string(o.Class), o.Faults)
+	}
+	for _, o := range r.Overadmitted {
+		add("semaphore over-admission: "+string(o.Class), o.Faults)
+	}
+	for _, f := range r.DOAFaults {
+		add("dead on arrival", strings.Split(f, ","))
+	}
+	for _, i := range r.Inversions {
+		if i.Duplicate {
+			add("fencing duplicate", i.Faults)
+		} else {
+			add("fencing inversion", i.Faults)
+		}
+	}
+	return out
+}
+
+// Write prints the report for people.
+func (r *Report) Write(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("run: %v, %d worker processes, %d acquisitions", r.Span.Round(time.Second), r.Processes, r.Attempts)
+	p("critical sections: %d (%s)", r.Total(), counts(r.Sections))
+	p("faults injected: %s", counts(r.Faults))
+	p("acquire errors: %s", counts(r.AcquireErrors))
+	p("unlock errors: %s", counts(r.UnlockErrors))
+	p("leases told of a loss while inside: %d (Unlock still returned nil after: %d)", r.Told, r.ToldUnlockOK)
+	p("exclusive overlaps: %d", len(r.Overlaps))
+	for _, c := range classes {
+		n := 0
+		for _, o := range r.Overlaps {
+			if o.Class == c {
+				n++
+			}
+		}
+		p("  %-32s %d", string(c)+":", n)
+	}
+	p("semaphore over-admissions: %d", len(r.Overadmitted))
+	for _, c := range classes {
+		n := 0
+		for _, o := range r.Overadmitted {
+			if o.Class == c {
+				n++
+			}
+		}
+		p("  %-32s %d", string(c)+":", n)
+	}
+	p("dead-on-arrival leases: %d", len(r.DOA))
+	inv, dup, invR := 0, 0, 0
+	for _, i := range r.Inversions {
+		if i.Duplicate {
+			dup++
+		} else {
+			inv++
+		}
+		if i.AcrossRestart {
+			invR++
+		}
+	}
+	p("fencing: %d inversions, %d duplicates (%d of them across a restart); %d acquisitions checked, %d across an empty restart",
+		inv, dup, invR, r.FenceChecks, r.FenceAcrossRestart)
+	p("longest stall with a waiter present: %s", r.LongestStall)
+	p("longest stall with no fault around: %s", r.LongestUnexplainedStall)
+	if worst, ok := r.WorstRecovery(); ok {
+		never := ""
+		if worst.Never {
+			never = " (no holder before the end: at least)"
+		}
+		p("after %d empty restarts, waiters got in within %v at worst%s (restart %d, %s)",
+			len(r.restarts()), worst.Took.Round(time.Millisecond), never, worst.Restart, worst.Lock)
+	} else {
+		p("after empty restarts: no waiter present at any restart")
+	}
+	p("panics: %d, crashed/hung workers: %d, leaked goroutines: %d, workers without summary: %d",
+		len(r.Panics), len(r.Crashes), len(r.Leaks), r.NoSummary)
+	if bf := r.ByFault(); len(bf) > 0 {
+		p("findings by fault around them:")
+		keys := make([]string, 0, len(bf))
+		for k := range bf {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p("  %s: %s", k, counts(bf[k]))
+		}
+	}
+	const examples = 5
+	shown := 0
+	for _, o := range append(append([]Overlap(nil), r.Overlaps...), r.Overadmitted...) {
+		if o.Class != ClassViolation || shown == examples {
+			continue
+		}
+		shown++
+		p("  violation: %s", o)
+	}
+	for i, d := range r.DOA {
+		if i == examples {
+			break
+		}
+		p("  dead on arrival: %s (faults: %s)", d, r.DOAFaults[i])
+	}
+	for i, inv := range r.Inversions {
+		if i == examples {
+			break
+		}
+		p("  fencing: %s", inv)
+	}
+	for i, s := range append(append(append([]string(nil), r.Panics...), r.Crashes...), r.Leaks...) {
+		if i == examples {
+			break
+		}
+		p("  %s", firstLines(s, 12))
+	}
+}
+
+func (r *Report) restarts() []int {
+	seen := make(map[int]bool)
+	var out []int
+	for _, rc := range r.Recoveries {
+		if !seen[rc.Restart] {
+			seen[rc.Restart] = true
+			out = append(out, rc.Restart)
+		}
+	}
+	return out
+}
+
+func (o Overlap) String() string {
+	told := "never told"
+	if !o.Untold {
+		told = fmt.Sprintf("told %v after the later one entered", o.ToldLate)
+	}
+	s := fmt.Sprintf("%s: %s entered while %s was inside (%v together; earlier %s; faults %s)",
+		o.Lock, o.Later, o.Earlier, o.Overlap, told, strings.Join(o.Faults, ","))
+	if o.Size > 0 {
+		s += fmt.Sprintf(" [%d of %d permits]", o.InUse, o.Size)
+	}
+	return s
+}
+
+func (i Inversion) String() string {
+	what := "inversion"
+	if i.Duplicate {
+		what = "duplicate"
+	}
+	return fmt.Sprintf("%s %s: %s got %d after %s got %d (across restart: %v; faults %s)",
+		i.Lock, what, i.Later, i.LaterToken, i.Earlier, i.EarlierToken, i.AcrossRestart, strings.Join(i.Faults, ","))
+}
+
+func (s Stall) String() string {
+	if s.Lock == "" {
+		return "none"
+	}
+	f := "no fault"
+	if len(s.Faults) > 0 {
+		f = "faults " + strings.Join(s.Faults, ",")
+	}
+	return fmt.Sprintf("%v on %s (%s)", s.Duration().Round(time.Millisecond), s.Lock, f)
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], "…")
+	}
+	return strings.Join(lines, "\n    ")
+}
+
+// kinds lists every kind a report counts, so zero counts show too.
+var kinds = []string{event.KindMutexWatchdog, event.KindMutexLease, event.KindFair, event.KindRead, event.KindWrite, event.KindSemaphore}

@@ -1,0 +1,237 @@
+// Package event is the log format of keylock's fault suite: what workers
+// and the driver write, and what the checker (package check) reads.
+//
+// Every process writes JSON lines, one [Record] per line, each line with one
+// write(2), unbuffered: a worker killed with SIGKILL loses nothing it wrote,
+// and a torn last line is skipped by [ReadDir]. Times are CLOCK_MONOTONIC
+// nanoseconds ([Now]), comparable across the processes of one machine.
+package event
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Record types written by workers.
+const (
+	// Acq is one Lock/TryLock/Acquire call: T0 when it was called, T1 when
+	// it returned. When Err is empty the critical section starts at T1 and
+	// a Rel with the same PID and Seq ends it.
+	Acq = "acq"
+	// Rel ends a critical section: T0 when the section's work ended (Unlock
+	// is called right after), T1 when Unlock returned.
+	Rel = "rel"
+	// Panic is a panic recovered in a worker's loop.
+	Panic = "panic"
+	// Summary is a worker's last record, written after a clean shutdown.
+	Summary = "summary"
+)
+
+// Record types written by the driver.
+const (
+	// Spawn is a worker process started (T0).
+	Spawn = "spawn"
+	// Exit is a worker process gone (T1, after it was reaped); Err is its
+	// exit status, Detail the tail of its stderr when it did not exit
+	// cleanly (a panic, a race report).
+	Exit = "exit"
+	// Fault is one injected fault: Fault says which, Target the worker slot
+	// it hit (-1 for all or for Redis), active from T0 to T1.
+	Fault = "fault"
+	// Pause is a worker process stopped with SIGSTOP at T0 and continued
+	// with SIGCONT at T1.
+	Pause = "pause"
+	// Restart is Redis killed at T0 and a new, empty redis-server answering
+	// on the same port at T1.
+	Restart = "restart"
+	// RunEnd marks the end of the run (T1): the driver then stops workers.
+	RunEnd = "end"
+)
+
+// Fault names (Record.Fault).
+const (
+	FaultLatency   = "latency"   // every proxy delays each chunk a few ms
+	FaultSpike     = "spike"     // a latency spike of hundreds of ms, longer than a fixed lease
+	FaultReset     = "reset"     // connections reset (proxy Drop), then Pass
+	FaultPartition = "partition" // one worker black-holed for longer than the lease
+	FaultKill      = "kill"      // kill -9 of one worker, then a new one
+	FaultStop      = "stop"      // SIGSTOP of one worker, SIGCONT later
+	FaultRestart   = "restart"   // kill -9 of redis-server, a new empty one on the same port
+)
+
+// Faults lists every fault name, in a fixed order.
+var Faults = []string{FaultLatency, FaultSpike, FaultReset, FaultPartition, FaultKill, FaultStop, FaultRestart}
+
+// Lock kinds (Record.Kind) as the workers name them.
+const (
+	KindMutexWatchdog = "mutex-watchdog" // core Mutex renewed by the watchdog
+	KindMutexLease    = "mutex-lease"    // core Mutex with a fixed LeaseTime
+	KindFair          = "fair"
+	KindRead          = "read"
+	KindWrite         = "write"
+	KindSemaphore     = "semaphore"
+)
+
+// Exclusive reports whether holders of kind exclude every other holder of
+// the same lock name. Readers exclude writers only; semaphore holders are
+// bounded by the permit count instead.
+func Exclusive(kind string) bool {
+	switch kind {
+	case KindRead, KindSemaphore:
+		return false
+	}
+	return true
+}
+
+// Record is one line of a log. Fields not used by a record type are left
+// zero and omitted.
+type Record struct {
+	Ev  string `json:"ev"`
+	W   int    `json:"w"`             // worker slot (0..workers-1)
+	PID int    `json:"pid,omitempty"` // worker process id
+	Seq uint64 `json:"seq,omitempty"` // critical-section number within the process
+
+	Lock  string `json:"lock,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	N     int    `json:"n,omitempty"`    // permits asked for (semaphore)
+	Size  int    `json:"size,omitempty"` // permit count (semaphore)
+	Try   bool   `json:"try,omitempty"`  // TryLock: one attempt, no waiting
+	Token uint64 `json:"token,omitempty"`
+
+	T0 int64 `json:"t0,omitempty"`
+	T1 int64 `json:"t1,omitempty"`
+
+	// DOA: the lease's context was already cancelled when Lock returned it.
+	DOA bool `json:"doa,omitempty"`
+	// Told is when the lease's context was cancelled during the critical
+	// section (0: it was not), with Cause its context.Cause.
+	Told  int64  `json:"told,omitempty"`
+	Cause string `json:"cause,omitempty"`
+
+	Err    string `json:"err,omitempty"`
+	Detail string `json:"detail,omitempty"`
+
+	Fault  string `json:"fault,omitempty"`
+	Target int    `json:"target,omitempty"`
+
+	// Summary: goroutines that outlived the worker's Client, one stack each.
+	Leaked []string `json:"leaked,omitempty"`
+}
+
+// Now returns CLOCK_MONOTONIC in nanoseconds: the same clock in every
+// process of the machine, so worker and driver records compare directly.
+func Now() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("chaos: clock_gettime(CLOCK_MONOTONIC): %v", err))
+	}
+	return ts.Nano()
+}
+
+// Writer appends records to a file, one write(2) per record.
+type Writer struct {
+	mu  sync.Mutex
+	f   *os.File
+	buf bytes.Buffer
+	err error
+}
+
+// Create opens path for appending (creating it) and returns a Writer on it.
+func Create(path string) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{f: f}, nil
+}
+
+// Write appends r. The first error is kept and returned by every later
+// Write and by Close.
+func (w *Writer) Write(r Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	w.buf.Reset()
+	if err := json.NewEncoder(&w.buf).Encode(r); err != nil {
+		w.err = err
+		return err
+	}
+	if _, err := w.f.Write(w.buf.Bytes()); err != nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// Close closes the file.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.f.Close(); err != nil && w.err == nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// Read decodes the records of one log. A line that does not decode is
+// skipped if it is the last one (a process killed mid-write); anywhere else
+// it is an error.
+func Read(r io.Reader) ([]Record, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var out []Record
+	var bad error
+	for line := 1; sc.Scan(); line++ {
+		if bad != nil {
+			return nil, bad
+		}
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var rec Record
+		if err := json.Unmarshal(b, &rec); err != nil {
+			bad = fmt.Errorf("line %d: %w", line, err)
+			continue
+		}
+		out = append(out, rec)
+	}
+	return out, sc.Err()
+}
+
+// ReadDir reads every *.jsonl file in dir, in name order.
+func ReadDir(dir string) ([]Record, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, errors.New("no *.jsonl logs in " + dir)
+	}
+	sort.Strings(paths)
+	var all []Record
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		recs, err := Read(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		all = append(all, recs...)
+	}
+	return all, nil
+}
