@@ -4,7 +4,7 @@
 GO ?= go
 BENCHTIME ?= 2s
 
-.PHONY: test vet redis bench fuzz
+.PHONY: test vet redis bench fuzz chaos
 
 test: redis vet
 	$(GO) test -race -count=1 -timeout 30m ./...
@@ -36,3 +36,12 @@ bench: redis
 
 fuzz:
 	$(GO) test ./core -run '^$$' -fuzz FuzzTemplateRender -fuzztime 30s
+
+# chaos: the fault suite (internal/chaos). Worker processes loop on every
+# lock kind through fault proxies while latency, spikes, resets, partitions,
+# kill -9, SIGSTOP and empty Redis restarts are injected; the checker then
+# reads their logs. A short run is part of `make test`.
+DURATION ?= 10m
+CHAOSFLAGS ?=
+chaos: redis
+	$(GO) run ./internal/chaos/cmd/chaos -duration $(DURATION) $(CHAOSFLAGS)

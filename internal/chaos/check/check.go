@@ -1,6 +1,7 @@
 package check
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -59,6 +60,11 @@ func Records(recs []event.Record) (*Report, error) {
 		if s.doa {
 			rep.DOA = append(rep.DOA, s.id()+" "+s.kind+" on "+s.lock)
 			rep.DOAFaults = append(rep.DOAFaults, strings.Join(r.faultsAt(s.enter), ","))
+		} else if s.told != 0 && s.told-s.enter <= int64(LostAtEntry) && strings.Contains(s.cause, "lost") &&
+			!r.restartBetween(s.call, s.told) {
+			rep.LostAtEntry = append(rep.LostAtEntry, fmt.Sprintf("%s %s on %s, %v after Lock returned",
+				s.id(), s.kind, s.lock, time.Duration(s.told-s.enter)))
+			rep.LostAtEntryFaults = append(rep.LostAtEntryFaults, strings.Join(r.faultsAt(s.enter), ","))
 		}
 	}
 	locks := make([]string, 0, len(byLock))
@@ -112,6 +118,10 @@ func (r *run) overlap(earlier, later *section, c Class) Overlap {
 		o.Untold = true
 	} else {
 		o.ToldLate = time.Duration(earlier.told - later.enter)
+		o.ToldBy = earlier.cause
+	}
+	if later.told != 0 {
+		o.LaterTold, o.LaterToldSet = time.Duration(later.told-later.enter), true
 	}
 	return o
 }

@@ -410,3 +410,25 @@ func TestReleaseWithoutAcquisitionIsAnError(t *testing.T) {
 		t.Fatal("got nil error")
 	}
 }
+
+func TestLeaseLostRightAfterLockReturned(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 100)
+	l.cs(2, "m", mutex, 0, 50, 60, told(50.2)) // live at entry, lost 0.2ms later
+	rep := l.check(t)
+	o := onlyClass(t, rep.Overlaps, ClassViolation)
+	if !strings.Contains(o.String(), "handed out dead") {
+		t.Fatalf("overlap %q does not say the later lease was handed out dead", o)
+	}
+	if len(rep.LostAtEntry) != 1 || len(rep.DOA) != 0 {
+		t.Fatalf("lost at entry %v, DOA %v; want 1 and 0", rep.LostAtEntry, rep.DOA)
+	}
+	// Lost long after entry, or across a restart: not at entry.
+	var m logs
+	m.cs(1, "m", mutex, 0, 1, 100, told(60))
+	m.cs(2, "m", mutex, 0, 200, 300, told(201))
+	m.add(event.Record{Ev: event.Restart, T0: ms(150), T1: ms(190)})
+	if rep := m.check(t); len(rep.LostAtEntry) != 0 {
+		t.Fatalf("lost at entry: got %v, want none", rep.LostAtEntry)
+	}
+}

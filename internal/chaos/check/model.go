@@ -19,6 +19,10 @@ const PauseGrace = time.Second
 // crashed fair-lock waiter holds up the line for the 5 s waiter timeout).
 const AttributionWindow = 6 * time.Second
 
+// LostAtEntry is how soon after Lock returned a lease that is then lost
+// counts as handed out (nearly) dead.
+const LostAtEntry = 10 * time.Millisecond
+
 // section is one critical section: a successful acquisition and the time
 // its holder spent inside.
 type section struct {

@@ -48,6 +48,14 @@ type Overlap struct {
 	// was told (negative: before; 0 with Untold when never).
 	ToldLate time.Duration
 	Untold   bool
+	// ToldBy is the cause the earlier holder's lease context was
+	// cancelled with, if it was.
+	ToldBy string
+	// LaterTold is how soon after entering the later holder's lease
+	// context was cancelled, if it was (LaterToldSet): a lease lost at once
+	// was handed out dead or dying.
+	LaterTold    time.Duration
+	LaterToldSet bool
 	InUse    int // semaphore: permits in use counting the new holder
 	Size     int
 	Faults   []string // faults active around At
@@ -103,6 +111,13 @@ type Report struct {
 	Overadmitted []Overlap // semaphore over-admissions, all classes
 	DOA          []string  // sections whose lease was dead on arrival
 	DOAFaults    []string  // faults around each DOA section (parallel to DOA)
+	// LostAtEntry lists sections whose lease context was cancelled with
+	// ErrLockLost within LostAtEntry of Lock returning it, with no restart
+	// to explain it: the lease was handed out (nearly) dead. Not a failure
+	// by itself (a lease may legitimately come back with little time
+	// left); an overlap with one is.
+	LostAtEntry       []string
+	LostAtEntryFaults []string
 	Inversions   []Inversion
 	// FenceChecks counts acquisitions whose token was compared with an
 	// earlier one; FenceAcrossRestart those where an empty restart lay
@@ -224,6 +239,9 @@ func (r *Report) ByFault() map[string]map[string]int {
 	for _, f := range r.DOAFaults {
 		add("dead on arrival", strings.Split(f, ","))
 	}
+	for _, f := range r.LostAtEntryFaults {
+		add("lease lost right after Lock returned", strings.Split(f, ","))
+	}
 	for _, i := range r.Inversions {
 		if i.Duplicate {
 			add("fencing duplicate", i.Faults)
@@ -253,6 +271,9 @@ func (r *Report) Write(w io.Writer) {
 		}
 		p("  %-32s %d", string(c)+":", n)
 	}
+	if byCause := r.toldBy(); len(byCause) > 0 {
+		p("  told, by cause:                 %s", counts(byCause))
+	}
 	p("semaphore over-admissions: %d", len(r.Overadmitted))
 	for _, c := range classes {
 		n := 0
@@ -263,7 +284,8 @@ func (r *Report) Write(w io.Writer) {
 		}
 		p("  %-32s %d", string(c)+":", n)
 	}
-	p("dead-on-arrival leases: %d", len(r.DOA))
+	p("dead-on-arrival leases: %d (context already cancelled when Lock returned)", len(r.DOA))
+	p("leases lost within %v of Lock returning: %d", LostAtEntry, len(r.LostAtEntry))
 	inv, dup, invR := 0, 0, 0
 	for _, i := range r.Inversions {
 		if i.Duplicate {
@@ -331,6 +353,17 @@ func (r *Report) Write(w io.Writer) {
 	}
 }
 
+// toldBy counts the told overlaps by the cause of the cancellation.
+func (r *Report) toldBy() map[string]int {
+	m := make(map[string]int)
+	for _, o := range append(append([]Overlap(nil), r.Overlaps...), r.Overadmitted...) {
+		if o.Class == ClassTold {
+			m[o.ToldBy]++
+		}
+	}
+	return m
+}
+
 func (r *Report) restarts() []int {
 	seen := make(map[int]bool)
 	var out []int
@@ -350,6 +383,9 @@ func (o Overlap) String() string {
 	}
 	s := fmt.Sprintf("%s: %s entered while %s was inside (%v together; earlier %s; faults %s)",
 		o.Lock, o.Later, o.Earlier, o.Overlap, told, strings.Join(o.Faults, ","))
+	if o.LaterToldSet && o.LaterTold <= LostAtEntry {
+		s += fmt.Sprintf(" — the later lease was cancelled %v after Lock returned it: handed out dead", o.LaterTold)
+	}
 	if o.Size > 0 {
 		s += fmt.Sprintf(" [%d of %d permits]", o.InUse, o.Size)
 	}

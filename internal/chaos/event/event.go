@@ -114,11 +114,14 @@ type Record struct {
 	// DOA: the lease's context was already cancelled when Lock returned it.
 	DOA bool `json:"doa,omitempty"`
 	// Told is when the lease's context was cancelled during the critical
-	// section (0: it was not), with Cause its context.Cause.
+	// section (0: it was not), for any reason (ErrLockLost, or the
+	// context Lock was given ended), with Cause its context.Cause.
 	Told  int64  `json:"told,omitempty"`
 	Cause string `json:"cause,omitempty"`
 
-	Err    string `json:"err,omitempty"`
+	Err string `json:"err,omitempty"`
+	// Detail: how an acquisition's wait was bounded; a panic's stack; a
+	// dead worker's stderr.
 	Detail string `json:"detail,omitempty"`
 
 	Fault  string `json:"fault,omitempty"`

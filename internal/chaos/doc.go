@@ -1,0 +1,36 @@
+// Package chaos is keylock's fault suite: it answers "how do you test it?"
+// with a run anyone can repeat (`make chaos DURATION=10m`; a 75 s run is
+// part of `make test`).
+//
+// [Run] (the driver) starts one redis-server (persistence off), one fault
+// proxy per worker slot (internal/redistest's Proxy) and several worker
+// processes. Each worker ([RunWorker]) has its own go-redis client on
+// go-redis's default options and its own core.Client, and loops
+// Lock → critical section → Unlock on every kind through keylock's public
+// API only: a mutex renewed by the watchdog (short and long holders), a
+// mutex with a fixed LeaseTime (sometimes working past it), a fair lock, an
+// RW lock's readers and writer, and a semaphore of 3 permits taken 1 or 2 at
+// a time. Waits are bounded by WaitTimeout or by the context, and one in ten
+// calls is a TryLock.
+//
+// Meanwhile the driver injects, one after another in shuffled cycles:
+// latency on every link, latency spikes longer than the fixed lease (on one
+// worker or all), connection resets, partitions of one worker (most longer
+// than the lease, some healing within go-redis's read timeout), kill -9 of a
+// worker (a new one takes its slot), SIGSTOP/SIGCONT of a worker (up to 5 s,
+// longer than the lease) and empty Redis restarts (kill -9 of redis-server,
+// a new empty one on the same port).
+//
+// Every process logs what it did (package event): each critical section
+// with its CLOCK_MONOTONIC entry and exit, fencing token, whether the lease
+// context was already cancelled at entry and when it was cancelled inside;
+// the driver logs every fault, pause, kill, exit and restart. The checker
+// (package check), which trusts none of them, then reports overlaps of
+// exclusive holders and why, semaphore over-admission, dead-on-arrival
+// leases, fencing inversions, stalls, recovery after restarts, panics,
+// crashes, data races and leaked goroutines.
+//
+// The critical sections ignore their lease context on purpose (careless user
+// code keeps working when told); whether they were told in time is what the
+// checker judges.
+package chaos

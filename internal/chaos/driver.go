@@ -1,0 +1,332 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/keylock/keylock/internal/chaos/check"
+	"github.com/keylock/keylock/internal/chaos/event"
+	"github.com/keylock/keylock/internal/redistest"
+)
+
+// Config is a run of the fault suite.
+type Config struct {
+	// Duration is how long faults are injected; the workers then stop and
+	// the checker reads the logs.
+	Duration time.Duration
+	// Workers is the number of worker processes. Default 4.
+	Workers int
+	// Dir receives every log (and redis-server's files). It must exist.
+	Dir string
+	// WorkerExe is the binary to run as a worker: it must call WorkerMain
+	// when WorkerEnv is set in its environment.
+	WorkerExe string
+	// Watchdog is the workers' core.WithWatchdogTimeout. Default 3s.
+	Watchdog time.Duration
+	// LeaseTime is the fixed lease of the mutex-lease kind. Default 1.5s.
+	LeaseTime time.Duration
+	// Faults to inject, from event.Faults. Default: all of them.
+	Faults []string
+	// Seed makes the fault schedule and the workers' choices repeatable
+	// (timing still varies). Default 1.
+	Seed uint64
+	// Progress, if set, gets one line per fault.
+	Progress io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.Watchdog == 0 {
+		c.Watchdog = 3 * time.Second
+	}
+	if c.LeaseTime == 0 {
+		c.LeaseTime = 1500 * time.Millisecond
+	}
+	if len(c.Faults) == 0 {
+		c.Faults = event.Faults
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+}
+
+// driver runs one fault-suite run: Redis, a proxy per worker slot, the
+// worker processes, and the fault schedule.
+type driver struct {
+	cfg     Config
+	rng     *rand.Rand
+	log     *event.Writer
+	redis   *redisServer
+	proxies []*redistest.Proxy
+	spawned atomic.Int64
+
+	mu    sync.Mutex
+	over  bool    // the run is over: no more spawns
+	procs []*proc // current process per slot
+}
+
+// Run runs the fault suite as cfg says and returns the checker's report of
+// it. The error is about running it (Redis would not start, a worker could
+// not be spawned); what the run found is in the report.
+func Run(ctx context.Context, cfg Config) (*check.Report, error) {
+	cfg.defaults()
+	d := &driver{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 7)), procs: make([]*proc, cfg.Workers)}
+	var err error
+	if d.log, err = event.Create(filepath.Join(cfg.Dir, "driver.jsonl")); err != nil {
+		return nil, err
+	}
+	defer d.log.Close()
+	if d.redis, err = startRedis(cfg.Dir); err != nil {
+		return nil, err
+	}
+	defer d.redis.kill()
+	for range cfg.Workers {
+		p, err := redistest.StartProxy(d.redis.Addr())
+		if err != nil {
+			return nil, err
+		}
+		defer p.Close()
+		d.proxies = append(d.proxies, p)
+	}
+
+	var slots sync.WaitGroup
+	spawnErr := make(chan error, cfg.Workers)
+	for slot := range cfg.Workers {
+		slots.Add(1)
+		go func() {
+			defer slots.Done()
+			if err := d.supervise(slot); err != nil {
+				spawnErr <- err
+			}
+		}()
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	d.inject(runCtx)
+	cancel()
+	d.record(event.Record{Ev: event.RunEnd, T1: event.Now()})
+	d.mu.Lock()
+	d.over = true
+	procs := append([]*proc(nil), d.procs...)
+	d.mu.Unlock()
+
+	// Stop every worker (they finish, unlock, close and write summaries).
+	var stops sync.WaitGroup
+	for _, p := range procs {
+		if p != nil {
+			stops.Add(1)
+			go func() {
+				defer stops.Done()
+				p.stop(30 * time.Second)
+			}()
+		}
+	}
+	stops.Wait()
+	slots.Wait()
+	close(spawnErr)
+	if err := <-spawnErr; err != nil {
+		return nil, err
+	}
+	return check.Dir(cfg.Dir)
+}
+
+// supervise keeps a worker running in slot until the run is over: a worker
+// killed by a fault comes back after the fault's delay, one that crashed
+// after a second.
+func (d *driver) supervise(slot int) error {
+	for {
+		d.mu.Lock()
+		if d.over {
+			d.mu.Unlock()
+			return nil
+		}
+		p, err := d.spawn(slot)
+		if err == nil {
+			d.procs[slot] = p
+		}
+		d.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		<-p.done
+		if !p.killed.Load() {
+			time.Sleep(time.Second)
+		}
+	}
+}
+
+func (d *driver) proc(slot int) *proc {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.procs[slot]
+}
+
+func (d *driver) record(r event.Record) {
+	if err := d.log.Write(r); err != nil {
+		panic(fmt.Sprintf("chaos: driver log: %v", err)) // the run is worthless without it
+	}
+}
+
+func (d *driver) progress(format string, args ...any) {
+	if d.cfg.Progress != nil {
+		fmt.Fprintf(d.cfg.Progress, format+"\n", args...)
+	}
+}
+
+// inject runs faults one after another, each type in turn in a shuffled
+// cycle, with a quiet gap before each, until ctx ends.
+func (d *driver) inject(ctx context.Context) {
+	var cycle []string
+	for ctx.Err() == nil {
+		if len(cycle) == 0 {
+			cycle = append(cycle, d.cfg.Faults...)
+			d.rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
+		}
+		name := cycle[0]
+		cycle = cycle[1:]
+		if !wait(ctx, d.between(1000, 2500)) {
+			return
+		}
+		f := event.Record{Ev: event.Fault, Fault: name, Target: -1, T0: event.Now()}
+		what := d.fault(ctx, name, &f)
+		f.T1 = event.Now()
+		d.record(f)
+		d.progress("%7.1fs %-9s %s", time.Duration(f.T1-f.T0).Seconds(), name, what)
+	}
+}
+
+// between returns a random duration in [lo, hi) milliseconds.
+func (d *driver) between(lo, hi int) time.Duration {
+	return time.Duration(lo+d.rng.IntN(hi-lo)) * time.Millisecond
+}
+
+// fault injects one fault and returns a description of it. It returns when
+// the fault is over (the proxy passes again, the worker is back, Redis is up).
+func (d *driver) fault(ctx context.Context, name string, f *event.Record) string {
+	slot := d.rng.IntN(d.cfg.Workers)
+	lease := d.cfg.Watchdog
+	switch name {
+	case event.FaultLatency:
+		delay, dur := d.between(1, 20), d.between(3000, 6000)
+		for _, p := range d.proxies {
+			p.Delay(delay)
+		}
+		wait(ctx, dur)
+		d.passAll()
+		return fmt.Sprintf("%v per chunk on every link for %v", delay, dur)
+
+	case event.FaultSpike:
+		delay, dur := d.between(300, 1000), d.between(1000, 3000)
+		targets := d.proxies
+		what := "every link"
+		if d.rng.IntN(5) < 3 {
+			targets, f.Target, what = d.proxies[slot:slot+1], slot, fmt.Sprintf("worker %d", slot)
+		}
+		for _, p := range targets {
+			p.Delay(delay)
+		}
+		wait(ctx, dur)
+		d.passAll()
+		return fmt.Sprintf("%v per chunk on %s for %v", delay, what, dur)
+
+	case event.FaultReset:
+		n := 1 + d.rng.IntN(3)
+		what := "every link"
+		targets := d.proxies
+		if d.rng.IntN(2) == 0 {
+			targets, f.Target, what = d.proxies[slot:slot+1], slot, fmt.Sprintf("worker %d", slot)
+		}
+		for i := range n {
+			for _, p := range targets {
+				p.Drop()
+			}
+			time.Sleep(d.between(10, 100))
+			d.passAll()
+			if i < n-1 {
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		return fmt.Sprintf("%d resets of %s", n, what)
+
+	case event.FaultPartition:
+		dur := lease + d.between(1000, 3000) // longer than the lease
+		if d.rng.IntN(10) < 3 {
+			dur = d.between(500, 2000) // shorter: heals inside go-redis's read timeout
+		}
+		f.Target = slot
+		d.proxies[slot].Blackhole()
+		wait(ctx, dur)
+		d.proxies[slot].Pass()
+		return fmt.Sprintf("worker %d cut off for %v", slot, dur)
+
+	case event.FaultKill:
+		p := d.proc(slot)
+		if p == nil {
+			return "no worker to kill"
+		}
+		f.Target = slot
+		p.kill()
+		// The supervisor spawns the next one at once; the fault lasts
+		// until it is up.
+		time.Sleep(d.between(200, 1000))
+		return fmt.Sprintf("kill -9 worker %d (pid %d)", slot, p.pid())
+
+	case event.FaultStop:
+		p := d.proc(slot)
+		if p == nil {
+			return "no worker to stop"
+		}
+		f.Target = slot
+		dur := d.between(500, 5000)
+		pause := event.Record{Ev: event.Pause, W: slot, PID: p.pid(), T0: event.Now()}
+		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+		wait(ctx, dur)
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		pause.T1 = event.Now()
+		d.record(pause)
+		return fmt.Sprintf("SIGSTOP worker %d (pid %d) for %v", slot, p.pid(), dur)
+
+	case event.FaultRestart:
+		down := d.between(100, 1000)
+		rs := event.Record{Ev: event.Restart, T0: event.Now()}
+		err := d.redis.restart(down)
+		rs.T1 = event.Now()
+		d.record(rs)
+		if err != nil {
+			d.progress("restart failed: %v", err)
+			return fmt.Sprintf("restart FAILED: %v", err)
+		}
+		return fmt.Sprintf("redis-server killed, empty one up after %v", time.Duration(rs.T1-rs.T0).Round(time.Millisecond))
+	}
+	panic("chaos: unknown fault " + name)
+}
+
+func (d *driver) passAll() {
+	for _, p := range d.proxies {
+		p.Pass()
+	}
+}
+
+// wait sleeps d or until ctx ends; it reports whether d passed.
+func wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// DefaultFaults lists the faults a run injects by default: all of them.
+func DefaultFaults() []string { return append([]string(nil), event.Faults...) }

@@ -1,0 +1,274 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/internal/chaos/event"
+)
+
+// WorkerConfig is what one worker process needs.
+type WorkerConfig struct {
+	Slot      int           // worker slot, 0..workers-1 (stays the same across respawns)
+	Addr      string        // Redis, through the slot's fault proxy
+	Log       string        // this process's log file
+	Watchdog  time.Duration // core.WithWatchdogTimeout
+	LeaseTime time.Duration // the fixed lease of the mutex-lease kind
+	Seed      uint64
+}
+
+// Lock names the workers share. Each kind has its own names (the kinds
+// share the key layout).
+const (
+	semaphoreSize = 3
+)
+
+// loop is one goroutine's share of the work: a lock kind and how long its
+// critical sections last.
+type loop struct {
+	lock string
+	kind string
+	// long is the chance that a critical section lasts longLo..longHi
+	// instead of 0..5ms.
+	long           float64
+	longLo, longHi time.Duration
+}
+
+// loops is the work of every worker: each entry is one goroutine.
+var loops = []loop{
+	{lock: "mutex", kind: event.KindMutexWatchdog},
+	{lock: "mutex", kind: event.KindMutexWatchdog},
+	// Held across several renewals, so partitions and pauses hit holders.
+	{lock: "mutex-long", kind: event.KindMutexWatchdog, long: 1, longLo: 500 * time.Millisecond, longHi: 4 * time.Second},
+	{lock: "mutex-lease", kind: event.KindMutexLease},
+	// Sometimes works past its fixed lease: the lease context says so.
+	{lock: "mutex-lease", kind: event.KindMutexLease, long: 0.05, longLo: time.Second, longHi: 2500 * time.Millisecond},
+	{lock: "fair", kind: event.KindFair, long: 0.05, longLo: 200 * time.Millisecond, longHi: 2 * time.Second},
+	{lock: "fair", kind: event.KindFair},
+	{lock: "rw", kind: event.KindRead, long: 0.1, longLo: 200 * time.Millisecond, longHi: 2 * time.Second},
+	{lock: "rw", kind: event.KindRead},
+	{lock: "rw", kind: event.KindWrite, long: 0.05, longLo: 200 * time.Millisecond, longHi: 2 * time.Second},
+	{lock: "semaphore", kind: event.KindSemaphore, long: 0.1, longLo: 200 * time.Millisecond, longHi: 2 * time.Second},
+	{lock: "semaphore", kind: event.KindSemaphore},
+}
+
+// worker runs the loops of one process.
+type worker struct {
+	cfg WorkerConfig
+	c   *core.Client
+	log *event.Writer
+	pid int
+	seq atomic.Uint64
+}
+
+// RunWorker runs one worker process's loops until ctx ends, then closes its
+// Client, checks that no goroutine outlived it and writes its summary. It
+// uses only keylock's public API, with a go-redis client on go-redis's
+// default options.
+func RunWorker(ctx context.Context, cfg WorkerConfig, pid int) error {
+	baseline := goleak.IgnoreCurrent()
+	log, err := event.Create(cfg.Log)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addr}) // default options: retries, timeouts, pool
+	w := &worker{cfg: cfg, log: log, pid: pid, c: core.New(rdb, core.WithWatchdogTimeout(cfg.Watchdog))}
+
+	var wg sync.WaitGroup
+	for i, l := range loops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(ctx, l, rand.New(rand.NewPCG(cfg.Seed, uint64(i))))
+		}()
+	}
+	wg.Wait()
+	closeErr := w.c.Close()
+	_ = rdb.Close()
+
+	sum := event.Record{Ev: event.Summary, W: cfg.Slot, PID: pid, T1: event.Now()}
+	if closeErr != nil {
+		sum.Err = closeErr.Error()
+	}
+	if err := goleak.Find(baseline); err != nil {
+		sum.Leaked = []string{err.Error()}
+	}
+	return log.Write(sum)
+}
+
+// run loops Lock → critical section → Unlock until ctx ends.
+func (w *worker) run(ctx context.Context, l loop, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		pause := w.once(ctx, l, rng)
+		if pause > 0 {
+			sleep(ctx, pause)
+		}
+	}
+}
+
+// once makes one acquisition and, if it succeeds, one critical section. It
+// returns how long to pause before the next.
+func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.Duration) {
+	defer func() {
+		if p := recover(); p != nil {
+			_ = w.log.Write(event.Record{Ev: event.Panic, W: w.cfg.Slot, PID: w.pid, T0: event.Now(),
+				Detail: fmt.Sprintf("%v\n%s", p, debug.Stack())})
+			pause = 100 * time.Millisecond
+		}
+	}()
+
+	acq := event.Record{Ev: event.Acq, W: w.cfg.Slot, PID: w.pid, Lock: l.lock, Kind: l.kind, N: 1}
+	if l.kind == event.KindSemaphore {
+		acq.N, acq.Size = 1+rng.IntN(2), semaphoreSize
+	}
+	acq.Try = rng.Float64() < 0.1
+	// Half the waits are bounded by WaitTimeout, half by the context (whose
+	// end may come while an attempt is in flight).
+	lockCtx, cancel := ctx, context.CancelFunc(func() {})
+	opts := []core.LockOption{}
+	bound := time.Duration(200+rng.IntN(4800)) * time.Millisecond
+	if rng.IntN(2) == 0 {
+		opts = append(opts, core.WaitTimeout(bound))
+		acq.Detail = "WaitTimeout " + bound.String()
+	} else {
+		lockCtx, cancel = context.WithTimeout(ctx, bound)
+		acq.Detail = "context timeout " + bound.String()
+	}
+	defer cancel()
+	if l.kind == event.KindMutexLease {
+		opts = append(opts, core.LeaseTime(w.cfg.LeaseTime))
+	}
+
+	acq.T0 = event.Now()
+	lease, err := w.acquire(lockCtx, l, acq.N, acq.Try, opts)
+	acq.T1 = event.Now()
+	if err != nil {
+		acq.Err, acq.Cause = err.Error(), className(core.Classify(err))
+		_ = w.log.Write(acq)
+		if core.Classify(err) == core.ClassBusy {
+			return time.Duration(rng.IntN(5)) * time.Millisecond
+		}
+		return time.Duration(20+rng.IntN(80)) * time.Millisecond
+	}
+	leaseCtx := lease.Context()
+	acq.DOA = leaseCtx.Err() != nil
+	acq.Seq = w.seq.Add(1)
+	acq.Token = lease.Token()
+
+	// Told: the lease context was cancelled while inside, whatever the
+	// cause (ErrLockLost, or the Lock context's own deadline): code running
+	// under it has been told to stop. The cause is logged with it.
+	var told atomic.Int64
+	fired := make(chan struct{})
+	stop := context.AfterFunc(leaseCtx, func() {
+		told.Store(event.Now())
+		close(fired)
+	})
+	_ = w.log.Write(acq)
+
+	// The critical section ignores the lease context, like careless user
+	// code: whether it was told is what the checker judges.
+	work := time.Duration(rng.Int64N(int64(5 * time.Millisecond)))
+	if l.long > 0 && rng.Float64() < l.long {
+		work = l.longLo + time.Duration(rng.Int64N(int64(l.longHi-l.longLo)))
+	}
+	sleep(ctx, work)
+	rel := event.Record{Ev: event.Rel, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq, Lock: l.lock, Kind: l.kind, T0: event.Now()}
+	if !stop() {
+		<-fired
+	}
+	if t := told.Load(); t != 0 {
+		rel.Told, rel.Cause = t, context.Cause(leaseCtx).Error()
+	}
+
+	unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancelUnlock()
+	if err := lease.Unlock(unlockCtx); err != nil {
+		rel.Err = unlockClass(err)
+	}
+	rel.T1 = event.Now()
+	_ = w.log.Write(rel)
+	return time.Duration(rng.IntN(3)) * time.Millisecond
+}
+
+// acquire takes the loop's lock with core's public API.
+func (w *worker) acquire(ctx context.Context, l loop, n int, try bool, opts []core.LockOption) (*core.Lease, error) {
+	var lk core.Locker
+	switch l.kind {
+	case event.KindMutexWatchdog, event.KindMutexLease:
+		lk = w.c.Mutex(l.lock)
+	case event.KindFair:
+		lk = w.c.FairMutex(l.lock)
+	case event.KindRead:
+		lk = w.c.RWMutex(l.lock).RLocker()
+	case event.KindWrite:
+		lk = w.c.RWMutex(l.lock)
+	case event.KindSemaphore:
+		s := w.c.Semaphore(l.lock, semaphoreSize)
+		if try {
+			return s.TryAcquire(ctx, n, opts...)
+		}
+		return s.Acquire(ctx, n, opts...)
+	default:
+		panic("chaos: unknown kind " + l.kind)
+	}
+	if try {
+		return lk.TryLock(ctx, opts...)
+	}
+	return lk.Lock(ctx, opts...)
+}
+
+func className(c core.ErrorClass) string {
+	switch c {
+	case core.ClassInvalid:
+		return "invalid"
+	case core.ClassDeadline:
+		return "deadline"
+	case core.ClassCanceled:
+		return "canceled"
+	case core.ClassBusy:
+		return "busy"
+	case core.ClassUnavailable:
+		return "unavailable"
+	}
+	return "other"
+}
+
+func unlockClass(err error) string {
+	switch {
+	case errors.Is(err, core.ErrNotHeld):
+		return "not held"
+	case errors.Is(err, core.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	case errors.Is(err, core.ErrClosed):
+		return "closed"
+	}
+	return err.Error()
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
