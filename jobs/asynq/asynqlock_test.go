@@ -256,8 +256,8 @@ func TestBadPayloadSkipsRetry(t *testing.T) {
 	for _, tc := range []struct{ payload, reason string }{
 		{`{"id": 1}`, "missing"},
 		{`not json`, "not valid JSON"},
-		{`{"order_id": {"a": 1}}`, "an object"},
-		{`{"order_id": null}`, "null"},
+		{`{"order_id": {"a": 1}}`, "a JSON object"},
+		{`{"order_id": null}`, "missing"},
 		{`{"order_id": ""}`, "empty"},
 	} {
 		id := e.enqueue(t, "order:pay", tc.payload, asynq.MaxRetry(5))
@@ -437,5 +437,32 @@ func TestOwnerPerAttemptAndPassThrough(t *testing.T) {
 	}
 	if err := mux.ProcessTask(context.Background(), asynq.NewTask("other", nil)); err != nil || passedOwner {
 		t.Errorf("task without a rule: got err %v, owner set %v; want nil, false", err, passedOwner)
+	}
+}
+
+// The lock bypass of issue 11: with "order:{payload.order_id}", the payload
+// {"order_id":"1","ORDER_ID":"2"} used to lock order:1 while a handler
+// decoding into struct{ OrderID string `json:"order_id"` } got "2", so it
+// ran beside the holder of order:2. Such a payload is ambiguous: archived
+// without retry, the handler never called.
+func TestCaseVariantPayloadCannotBypassLock(t *testing.T) {
+	e := newEnv(t)
+	var ran atomic.Int32
+	h := asynqlock.Wrap(asynq.HandlerFunc(func(_ context.Context, t *asynq.Task) error {
+		ran.Add(1)
+		return nil
+	}), e.locks, "order:{payload.order_id}")
+	e.serve(t, h)
+	defer e.hold(t, "order:2")() // what the handler would act on
+
+	id := e.enqueue(t, "order:pay", `{"order_id":"1","ORDER_ID":"2"}`, asynq.MaxRetry(5))
+	info := e.waitState(t, id, asynq.TaskStateArchived, 15*time.Second)
+	for _, want := range []string{"{payload.order_id}", "ambiguous", asynq.SkipRetry.Error()} {
+		if !strings.Contains(info.LastErr, want) {
+			t.Errorf("got last error %q, want it to contain %q", info.LastErr, want)
+		}
+	}
+	if n := ran.Load(); n != 0 {
+		t.Errorf("handler ran %d times while order:2 was held, want 0", n)
 	}
 }

@@ -43,7 +43,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad template", "order:{payload.id", nil, `unclosed '{' at offset 6`},
 		{"unknown source", "order:{body.id}", nil, `placeholder {body.id}: unknown source "body"`},
 		{"payload without path", "order:{payload}", nil, `placeholder {payload}: needs a JSON path`},
-		{"empty path segment", "order:{payload.a..b}", nil, `empty segment in the JSON path "a..b"`},
+		{"empty path segment", "order:{payload.a..b}", nil, `empty segment in JSON path "a..b"`},
 		{"type with name", "t:{type.x}", nil, `placeholder {type.x}: takes no name`},
 		{"queue with name", "q:{queue.x}", nil, `placeholder {queue.x}: takes no name`},
 		{"custom with name", "c:{tenant.x}", []asynqlock.Option{asynqlock.WithSource("tenant", src)}, `custom source "tenant" takes no name`},

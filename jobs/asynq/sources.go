@@ -55,11 +55,9 @@ func (c *config) sourceFor(p core.Placeholder) (source, error) {
 		if p.Name == "" {
 			return nil, errors.New("needs a JSON path, e.g. {payload.order_id} or {payload.items.0.sku}")
 		}
-		path := strings.Split(p.Name, ".")
-		for _, seg := range path {
-			if seg == "" {
-				return nil, fmt.Errorf("empty segment in the JSON path %q", p.Name)
-			}
+		path, err := core.ParseJSONPath(p.Name)
+		if err != nil {
+			return nil, err
 		}
 		return func(r *request) (string, bool) { return r.payloadValue(path) }, nil
 	case srcType:
@@ -81,15 +79,11 @@ func (c *config) sourceFor(p core.Placeholder) (source, error) {
 }
 
 // request is one task attempt being resolved: the core.Resolver handed to
-// Template.AppendRender. The payload is checked at most once, on the first
-// payload placeholder.
+// Template.AppendRender.
 type request struct {
 	ctx     context.Context
 	task    *asynq.Task
 	sources []source
-
-	checked bool   // the payload was checked for valid JSON
-	docErr  string // why the payload is not JSON
 
 	// reason, when set, replaces core's generic "missing" for the
 	// placeholder that stopped the rendering (rendering stops at the first

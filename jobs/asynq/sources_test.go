@@ -55,12 +55,12 @@ func TestRender(t *testing.T) {
 		{"const", `not even json`, "const", ""},
 
 		{"o:{payload.order_id}", `{"id": 1}`, "", "{payload.order_id}: missing"},
-		{"o:{payload.order_id}", ``, "", "{payload.order_id}: the payload is empty, not JSON"},
-		{"o:{payload.order_id}", `{"order_id": 1`, "", "{payload.order_id}: the payload is not valid JSON"},
-		{"o:{payload.order_id}", `{"order_id": 1} {}`, "", "{payload.order_id}: the payload is not valid JSON"},
-		{"o:{payload.order_id}", `{"order_id": null}`, "", "{payload.order_id}: null in the payload"},
-		{"o:{payload.order_id}", `{"order_id": [1]}`, "", "{payload.order_id}: an array in the payload, not a scalar"},
-		{"o:{payload.order_id}", `{"order_id": {}}`, "", "{payload.order_id}: an object in the payload, not a scalar"},
+		{"o:{payload.order_id}", ``, "", "{payload.order_id}: payload: empty, not JSON"},
+		{"o:{payload.order_id}", `{"order_id": 1`, "", "{payload.order_id}: payload: not valid JSON"},
+		{"o:{payload.order_id}", `{"order_id": 1} {}`, "", "{payload.order_id}: payload: not valid JSON"},
+		{"o:{payload.order_id}", `{"order_id": null}`, "", "{payload.order_id}: missing"},
+		{"o:{payload.order_id}", `{"order_id": [1]}`, "", "{payload.order_id}: payload: a JSON array, not a string, number or boolean"},
+		{"o:{payload.order_id}", `{"order_id": {}}`, "", "{payload.order_id}: payload: a JSON object, not a string, number or boolean"},
 		{"o:{payload.order_id}", `{"order_id": ""}`, "", "{payload.order_id}: empty"},
 		{"o:{payload.order_id}", `{"order_id": "` + strings.Repeat("x", core.MaxKeyValueLen+1) + `"}`, "", "{payload.order_id}: too long"},
 		{"i:{payload.items.2}", `{"items": [1, 2]}`, "", "{payload.items.2}: missing"},
@@ -68,6 +68,9 @@ func TestRender(t *testing.T) {
 		{"i:{payload.items.-1}", `{"items": [1, 2]}`, "", "{payload.items.-1}: missing"},
 		{"i:{payload.a.b}", `{"a": "str"}`, "", "{payload.a.b}: missing"},
 		{"q:{queue}", `{}`, "", "{queue}: missing"}, // no asynq context
+		{"o:{payload.order_id}", `{"ORDER_ID": "2"}`, "o:2", ""},
+		{"o:{payload.order_id}", `{"order_id": "1", "ORDER_ID": "2"}`, "", "{payload.order_id}: payload: ambiguous"},
+		{"o:{payload.order_id}", `{"order_id": "1", "order_id": "2"}`, "", "{payload.order_id}: payload: ambiguous"},
 	} {
 		l, err := newTaskLock(locks, tc.template, configWith(tenant))
 		if err != nil {

@@ -2,7 +2,6 @@ package ginlock
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,14 +46,11 @@ func (r *request) readBody() {
 }
 
 func (r *request) setBody(body []byte) {
-	switch {
-	case len(bytes.TrimSpace(body)) == 0:
+	if len(bytes.TrimSpace(body)) == 0 {
 		r.bodyWhy = "missing (empty request body)"
-	case !json.Valid(body):
-		r.bodyWhy = "request body is not valid JSON"
-	default:
-		r.body = body
+		return
 	}
+	r.body = body
 }
 
 // readBounded reads rc until EOF or until it has more than limit bytes.

@@ -32,10 +32,11 @@
 // walks objects by key and arrays by index, and puts the body back so the
 // handler can bind it again. Strings give their content, numbers their JSON
 // text (1 and 1.0 are different keys), booleans "true" or "false"; null is
-// missing, objects and arrays are refused. Keys match exactly, and an object
-// with two keys equal under case folding is refused, because
-// encoding/json's binding matches keys case-insensitively and keeps the last
-// duplicate: the lock must be taken for the value the handler will use.
+// missing, objects and arrays are refused. Member names match as
+// encoding/json matches them to struct fields (case-insensitively), and an
+// object with two names equal under case folding (or a duplicate) is
+// refused, because encoding/json keeps the last of them: the lock must be
+// taken for the value the handler will use (see core.JSONPath.Lookup).
 //
 // A missing, empty or oversized (over core.MaxKeyValueLen bytes) value is
 // the client's error: 400 with a JSON body naming the placeholder.

@@ -288,7 +288,7 @@ func TestBadKey400(t *testing.T) {
 		{name: "missing ctx", template: "c:{ctx.user}", ph: "{ctx.user}", reason: "missing"},
 		{name: "missing json field", template: "o:{json.order.id}", body: `{"order":{"sku":"a"}}`, ph: "{json.order.id}", reason: "missing"},
 		{name: "json null", template: "o:{json.order.id}", body: `{"order":{"id":null}}`, ph: "{json.order.id}", reason: "missing"},
-		{name: "json object value", template: "o:{json.order}", body: `{"order":{"id":1}}`, ph: "{json.order}", reason: "not a JSON string, number or boolean"},
+		{name: "json object value", template: "o:{json.order}", body: `{"order":{"id":1}}`, ph: "{json.order}", reason: "a JSON object, not a string, number or boolean"},
 		{name: "json empty body", template: "o:{json.order.id}", ph: "{json.order.id}", reason: "missing (empty request body)"},
 		{name: "json invalid", template: "o:{json.order.id}", body: `{"order":`, ph: "{json.order.id}", reason: "not valid JSON"},
 		{name: "json body too long", template: "o:{json.id}", opts: []ginlock.Option{ginlock.WithMaxBodyBytes(16)}, body: `{"id":"1","pad":"` + long + `"}`, ph: "{json.id}", reason: "longer than 16 bytes"},
@@ -477,6 +477,8 @@ func TestSources(t *testing.T) {
 		{method: "GET", path: "/q?k=a%2Fb&k=c&a+b=%E2%82%AC", want: "q:a%2Fb:%E2%82%AC"},
 		{method: "GET", path: "/h", header: []string{"X-User-Id: u 1"}, want: "h:u%201/" + strings.ReplaceAll(host, ":", "%3A")},
 		{method: "POST", path: "/j", body: `{"order":{"items":[{"sku":"a"},{"sku":"b\u00e9"}]},"n":1.50,"ok":true,"s":"x\"y","0":"k"}`, want: "j:b%C3%A9:1.50:true:x%22y:k"},
+		// Member names match as encoding/json binds them: case-insensitively.
+		{method: "POST", path: "/j", body: `{"ORDER":{"Items":[{"sku":"a"},{"SKU":"b"}]},"N":1,"Ok":false,"S":"s","0":"k"}`, want: "j:b:1:false:s:k"},
 		{method: "GET", path: "/c", want: "c:u1:42:1.5s"},
 		{method: "PUT", path: "/r/9", want: "r:PUT:%2Fr%2F%3Aid"},
 		{method: "GET", path: "/f", header: []string{"X-Tenant: acme"}, want: "f:acme:alice"},

@@ -1,6 +1,7 @@
 package ginlock
 
 import (
+	"errors"
 	"fmt"
 	"net/textproto"
 	"net/url"
@@ -41,9 +42,9 @@ const (
 // middleware is built so that a request only follows it.
 type lookup struct {
 	kind sourceKind
-	name string     // path param, query key, canonical header key or ctx key
-	path []jsonSeg  // srcJSON
-	fn   SourceFunc // srcFunc
+	name string         // path param, query key, canonical header key or ctx key
+	path *core.JSONPath // srcJSON
+	fn   SourceFunc     // srcFunc
 }
 
 // compileLookup validates one placeholder of a template against the
@@ -94,7 +95,7 @@ func compileLookup(p core.Placeholder, custom map[string]SourceFunc) (lookup, er
 		if err != nil {
 			return l, err
 		}
-		l.path, err = parseJSONPath(p.Name)
+		l.path, err = core.ParseJSONPath(p.Name)
 		return l, err
 	}
 	for name := range custom {
@@ -207,8 +208,9 @@ func (r *request) ctxValue(name string) (string, bool) {
 }
 
 // jsonValue reads the request body once (see readBody) and finds the value
-// at path in it.
-func (r *request) jsonValue(path []jsonSeg) (string, bool) {
+// at path in it with core.JSONPath.Lookup: the value encoding/json binds,
+// or a refusal when the body is ambiguous there.
+func (r *request) jsonValue(path *core.JSONPath) (string, bool) {
 	if !r.bodyRead {
 		r.readBody()
 	}
@@ -216,17 +218,14 @@ func (r *request) jsonValue(path []jsonSeg) (string, bool) {
 		r.why = r.bodyWhy
 		return "", false
 	}
-	raw, why := jsonFind(r.body, path)
-	if why != "" {
-		r.why = why
+	v, err := path.Lookup(r.body)
+	if err != nil {
+		if !errors.Is(err, core.ErrMissing) {
+			r.why = "request body: " + err.Error()
+		}
 		return "", false
 	}
-	if raw == nil {
-		return "", false
-	}
-	v, ok, why := jsonScalar(raw)
-	r.why = why
-	return v, ok
+	return v, true
 }
 
 // queryValue returns the first value of key in a raw URL query, as

@@ -1,0 +1,277 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// JSONPath is a parsed dotted path into a JSON document, such as the
+// "order.items.0.sku" of a {json.order.items.0.sku} or
+// {payload.order.items.0.sku} placeholder. Every adapter that reads a key
+// value out of a JSON document (a request body, a task payload) resolves it
+// with Lookup, so they all agree on which value a path names.
+type JSONPath struct {
+	text string
+	segs []jsonSeg
+}
+
+// jsonSeg is one segment: an object member name, which is also an array
+// index when it is a canonical non-negative decimal.
+type jsonSeg struct {
+	key   string
+	index int // -1: not an array index
+}
+
+// ParseJSONPath parses a dotted path. Segments are separated by '.', must
+// not be empty, and select an object member (matched as encoding/json
+// matches struct fields, see Lookup) or, on an array, the element at a
+// canonical non-negative decimal index ("0", "12", not "012"). A member name
+// holding '.' cannot be addressed.
+func ParseJSONPath(s string) (*JSONPath, error) {
+	if s == "" {
+		return nil, errors.New("empty JSON path")
+	}
+	parts := strings.Split(s, ".")
+	p := &JSONPath{text: s, segs: make([]jsonSeg, len(parts))}
+	for i, part := range parts {
+		if part == "" {
+			return nil, fmt.Errorf("empty segment in JSON path %q", s)
+		}
+		p.segs[i] = jsonSeg{key: part, index: -1}
+		if n, err := strconv.Atoi(part); err == nil && n >= 0 && strconv.Itoa(n) == part {
+			p.segs[i].index = n
+		}
+	}
+	return p, nil
+}
+
+// String returns the path as written.
+func (p *JSONPath) String() string { return p.text }
+
+// ErrMissing is what a key source returns for a value that is absent (see
+// Lookup); Template rendering reports it as the reason "missing".
+var ErrMissing = errors.New("missing")
+
+// Lookup returns the value at p in doc as a key value: a string's decoded
+// text, a number's JSON text as written ("42", "4.20", "1e3"), "true" or
+// "false". It returns ErrMissing when a member or element along the path is
+// absent, the value is null, or a scalar is in the way; any other error is
+// the document's fault and its message says why (it names no value, so it
+// is safe to show the caller):
+//
+//   - doc is empty or not valid JSON;
+//   - the value is an object or an array;
+//   - an object along the path has more than one member whose name equals
+//     the segment under Unicode case folding ("order_id" and "ORDER_ID", or
+//     a duplicate "order_id").
+//
+// The last rule is what keeps a lock honest. The handler behind the lock
+// usually decodes the same document with encoding/json into a struct,
+// which matches member names to fields case-insensitively and lets the last
+// of several matching members win. A lookup that picked the first exact
+// match would lock one key while the handler acts on another value; a
+// lookup that refuses every document where the matches are not unique
+// names exactly the value encoding/json binds, or nothing.
+//
+// Lookup walks the raw bytes (one json.Valid pass, then a scan along the
+// path) and allocates only the value it returns.
+func (p *JSONPath) Lookup(doc []byte) (string, error) {
+	i := skipWS(doc, 0)
+	if i == len(doc) {
+		return "", errors.New("empty, not JSON")
+	}
+	if !json.Valid(doc) {
+		return "", errors.New("not valid JSON")
+	}
+	for _, seg := range p.segs {
+		switch doc[i] {
+		case '{':
+			at, matches := objectMember(doc, i, seg.key)
+			if matches > 1 {
+				return "", fmt.Errorf("ambiguous: %d JSON object members match %q (duplicates or case variants)", matches, seg.key)
+			}
+			if at < 0 {
+				return "", ErrMissing
+			}
+			i = at
+		case '[':
+			if seg.index < 0 {
+				return "", ErrMissing
+			}
+			if i = arrayElem(doc, i, seg.index); i < 0 {
+				return "", ErrMissing
+			}
+		default:
+			return "", ErrMissing
+		}
+	}
+	return jsonScalar(doc[i:skipValue(doc, i)])
+}
+
+// jsonScalar turns a raw JSON value into a key value.
+func jsonScalar(raw []byte) (string, error) {
+	switch raw[0] {
+	case '"':
+		if s := raw[1 : len(raw)-1]; plainJSONText(s) {
+			return string(s), nil
+		}
+		var v string // escapes or non-ASCII: decode exactly as encoding/json does
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return "", errors.New("invalid JSON string")
+		}
+		return v, nil
+	case 'n':
+		return "", ErrMissing
+	case '{':
+		return "", errors.New("a JSON object, not a string, number or boolean")
+	case '[':
+		return "", errors.New("a JSON array, not a string, number or boolean")
+	}
+	return string(raw), nil // number, true, false: the text
+}
+
+// objectMember scans the object starting at doc[i] for key. It returns the
+// offset of the value of the member whose name folds to key (-1 if none)
+// and how many member names fold to key.
+func objectMember(doc []byte, i int, key string) (at, matches int) {
+	at = -1
+	i++ // '{'
+	for {
+		i = skipWS(doc, i)
+		if doc[i] == '}' {
+			return at, matches
+		}
+		nameStart := i
+		i = skipString(doc, i)
+		name := doc[nameStart:i]
+		i = skipWS(doc, i) + 1 // ':'
+		i = skipWS(doc, i)
+		if nameFolds(name, key) {
+			matches++
+			at = i
+		}
+		i = skipWS(doc, skipValue(doc, i))
+		if doc[i] == ',' {
+			i++
+		}
+	}
+}
+
+// nameFolds reports whether the raw JSON member name (quotes included)
+// equals key under Unicode case folding, the relation encoding/json uses
+// to match names to struct fields.
+func nameFolds(raw []byte, key string) bool {
+	s := raw[1 : len(raw)-1]
+	if !plainJSONText(s) {
+		var name string
+		if json.Unmarshal(raw, &name) != nil {
+			return false
+		}
+		return strings.EqualFold(name, key)
+	}
+	// Folding changes the length only outside ASCII (the Kelvin sign folds
+	// to 'k'), so names of different lengths can still match then.
+	if len(s) != len(key) && isASCII(key) {
+		return false
+	}
+	return strings.EqualFold(string(s), key)
+}
+
+// arrayElem returns the offset of element n of the array starting at
+// doc[i], or -1.
+func arrayElem(doc []byte, i, n int) int {
+	i++ // '['
+	for k := 0; ; k++ {
+		i = skipWS(doc, i)
+		if doc[i] == ']' {
+			return -1
+		}
+		if k == n {
+			return i
+		}
+		i = skipWS(doc, skipValue(doc, i))
+		if doc[i] == ',' {
+			i++
+		}
+	}
+}
+
+// skipValue returns the offset just past the value starting at doc[i].
+func skipValue(doc []byte, i int) int {
+	switch doc[i] {
+	case '"':
+		return skipString(doc, i)
+	case '{', '[':
+		depth := 0
+		for {
+			switch doc[i] {
+			case '"':
+				i = skipString(doc, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+	}
+	for i < len(doc) {
+		switch doc[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// skipString returns the offset just past the string starting at doc[i].
+func skipString(doc []byte, i int) int {
+	for i++; ; i++ {
+		switch doc[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+}
+
+func skipWS(doc []byte, i int) int {
+	for i < len(doc) {
+		switch doc[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// plainJSONText reports whether a JSON string's raw content is its decoded
+// text: printable ASCII without escapes.
+func plainJSONText(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
