@@ -1,0 +1,575 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var scriptInspect = registerScript("inspect_lock", "lib_fence", "lib_inspect")
+
+// KindRW is the Kind Inspect reports for a read-write lock (its holders are
+// KindRead or KindWrite).
+const KindRW Kind = "rw"
+
+// inspectQueueLimit is the most waiters of a fair lock's line Inspect
+// returns (LockState.Waiters still counts them all).
+const inspectQueueLimit = 1000
+
+// LockState is what Inspect read of one lock name: a consistent snapshot,
+// taken by one read-only script on the server that holds the name (on a
+// Cluster, the master of its slot). For a RedLock or a MultiLock, inspect
+// the name on each of its nodes or clients: each holds an ordinary lock.
+type LockState struct {
+	// Name is the lock name.
+	Name string
+	// Kind is told from the keys present: KindSemaphore (permit holders),
+	// KindRW (readers, write intents, or waiters on the RW channels),
+	// KindFair (a line of waiters), KindMutex (an exclusive hold and nothing
+	// else: a fair lock nobody waits for and an RW lock held for writing
+	// with nobody waiting look the same), or "" when nothing is stored.
+	Kind Kind
+	// Held reports whether any owner holds the lock.
+	Held bool
+	// Holders are the owners holding it, longest-held first where known.
+	Holders []Holder
+	// Token is the fencing token of the current exclusive hold (mutex, fair
+	// lock, RW writer), 0 otherwise; readers have theirs in Holders.
+	Token uint64
+	// LastToken is the last fencing token handed out for the name (its
+	// counter, kept an hour after its last use), 0 when none is kept.
+	LastToken uint64
+	// Line is the waiters that stand in a line Redis keeps: a fair lock's
+	// queue, first in line first (at most 1000), or an RW lock's writers
+	// that announced they wait (write intents).
+	Line []Waiter
+	// Waiters counts the waiters Redis knows of: the whole line for a fair
+	// lock; for the other kinds, the RW write intents plus the clients
+	// subscribed to the lock's wake-up channels (a Client multiplexes all
+	// its waiters of a channel over one subscription, so it counts as one).
+	Waiters int
+	// WaitingClients is the number of subscriptions to the lock's wake-up
+	// channels (mutex, semaphore, RW readers and writers), -1 when they
+	// could not be counted.
+	WaitingClients int
+	// Permits is a semaphore's permit count stored by SetPermits, 0 when
+	// none is stored (each handle then uses its own).
+	Permits int
+	// ServerTime is the Redis server's clock when the snapshot was taken.
+	ServerTime time.Time
+}
+
+// Holder is one owner holding a lock.
+type Holder struct {
+	// Owner is the owner id ("<client id>:<n>" unless chosen with WithOwner).
+	// For a semaphore it is the id of one acquisition.
+	Owner string
+	// ClientID is the id of the Client that took the lock, read from the
+	// owner id ("" when the owner was chosen with WithOwner).
+	ClientID string
+	// Identity describes that Client's process when it was created with
+	// WithIdentity and holds locks (its record is kept alive while it
+	// does), nil otherwise.
+	Identity *Identity
+	// Mode is KindRead or KindWrite for an RW lock, the lock's kind otherwise.
+	Mode Kind
+	// Count is the hold count (re-entries), or a semaphore holder's permits.
+	Count int
+	// TTL is what is left of the hold's lease, -1 when the key has no expiry.
+	TTL time.Duration
+	// Token is the hold's fencing token, 0 when not kept (semaphores).
+	Token uint64
+	// Since estimates when the hold was taken, from its fencing token
+	// (tokens are the server clock in µs, or the counter when it ran ahead
+	// of the clock, so Since is never earlier than the real acquisition).
+	// Zero when unknown.
+	Since time.Time
+}
+
+// Client describes the holder's client for people: its Identity
+// ("orders-api on host-7, pid 4312"), else its client id, else "".
+func (h Holder) Client() string { return describeClient(h.ClientID, h.Identity) }
+
+// HeldFor is how long the hold has been held at the snapshot's server time
+// (from Since), 0 when unknown.
+func (h Holder) HeldFor(now time.Time) time.Duration {
+	if h.Since.IsZero() || now.Before(h.Since) {
+		return 0
+	}
+	return now.Sub(h.Since)
+}
+
+// Waiter is one waiter standing in a lock's line.
+type Waiter struct {
+	// Owner is the waiting owner id.
+	Owner string
+	// ClientID and Identity are as for Holder.
+	ClientID string
+	Identity *Identity
+	// Mode is KindFair for a fair lock's queue, KindWrite for an RW write intent.
+	Mode Kind
+	// TTL is how long the waiter keeps its place without being heard from
+	// (waiters renew it while they wait).
+	TTL time.Duration
+}
+
+// Client describes the waiter's client, as Holder.Client does.
+func (w Waiter) Client() string { return describeClient(w.ClientID, w.Identity) }
+
+func describeClient(id string, ident *Identity) string {
+	if ident != nil {
+		return ident.String()
+	}
+	return id
+}
+
+// lockKeys is every key of a name, in lib_inspect.lua's order.
+func lockKeys(k keys) []string {
+	return []string{k.lock, k.fence, k.sub("queue"), k.sub("timeouts"), k.sub("readers"),
+		k.sub("rcount"), k.sub("intents"), k.sub("expiry"), k.sub("size")}
+}
+
+// wakeChannels are the channels waiters of any kind of the name listen on,
+// but the fair waiters' own ones: mutex and semaphore, RW readers, writers.
+func wakeChannels(k keys) []string { return []string{k.ch, k.ch + ":r", k.ch + ":w"} }
+
+// Inspect reads the state of the lock called name: whether it is held, by
+// whom (with the readable identity of their clients), for how long, its
+// fencing token and who waits. It writes nothing. A name nothing is stored
+// for is not an error: its state has Held false and Kind "".
+func (c *Client) Inspect(ctx context.Context, name string) (*LockState, error) {
+	states, err := c.InspectNames(ctx, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	return states[0], nil
+}
+
+// InspectNames inspects several lock names, pipelined, in the order given.
+func (c *Client) InspectNames(ctx context.Context, names []string) ([]*LockState, error) {
+	for _, n := range names {
+		if err := validateName(n); err != nil {
+			return nil, err
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(names))
+	for i, n := range names {
+		cmds[i] = scriptInspect.EvalSha(ctx, pipe, lockKeys(newKeys(n)), inspectQueueLimit)
+	}
+	_, _ = pipe.Exec(ctx)
+	states := make([]*LockState, len(names))
+	for i, n := range names {
+		v, err := cmds[i].Result()
+		if isNoScript(err) {
+			v, err = scriptInspect.run(ctx, c.rdb, lockKeys(newKeys(n)), inspectQueueLimit).Result()
+		}
+		if err != nil {
+			return nil, wrapRedis("inspect", n, err)
+		}
+		if states[i], err = decodeSnapshot(n, v); err != nil {
+			return nil, wrapRedis("inspect", n, err)
+		}
+	}
+	if err := c.countWaiting(ctx, states); err != nil {
+		return nil, wrapRedis("inspect", names[0], err)
+	}
+	if err := c.identify(ctx, states); err != nil {
+		return nil, wrapRedis("inspect", names[0], err)
+	}
+	return states, nil
+}
+
+// snapshot is lib_inspect.lua's reply, decoded.
+type snapshot struct {
+	now      time.Time
+	nowMS    int64
+	pttl     int64
+	hash     map[string]string
+	fence    uint64
+	queueLen int64
+	queue    []string
+	deadline map[string]int64 // fair waiters
+	readers  []scored
+	rcount   map[string]string
+	intents  []scored
+	expiry   []scored
+	size     int64
+}
+
+type scored struct {
+	member string
+	score  int64
+}
+
+func decodeSnapshot(name string, v any) (*LockState, error) {
+	s, err := parseSnapshot(v)
+	if err != nil {
+		return nil, err
+	}
+	return s.state(name), nil
+}
+
+func parseSnapshot(v any) (*snapshot, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 12 {
+		return nil, fmt.Errorf("unexpected inspect reply %T", v)
+	}
+	var s snapshot
+	var err error
+	if s.nowMS, err = toInt64(a[0]); err != nil {
+		return nil, err
+	}
+	s.now = time.UnixMilli(s.nowMS)
+	if s.pttl, err = toInt64(a[1]); err != nil {
+		return nil, err
+	}
+	if s.hash, err = flatMap(a[2]); err != nil {
+		return nil, err
+	}
+	if a[3] != nil {
+		n, err := toInt64(a[3])
+		if err != nil {
+			return nil, err
+		}
+		s.fence = uint64(n)
+	}
+	if s.queueLen, err = toInt64(a[4]); err != nil {
+		return nil, err
+	}
+	if s.queue, err = strs(a[5]); err != nil {
+		return nil, err
+	}
+	dl, err := withScores(a[6])
+	if err != nil {
+		return nil, err
+	}
+	s.deadline = make(map[string]int64, len(dl))
+	for _, d := range dl {
+		s.deadline[d.member] = d.score
+	}
+	if s.readers, err = withScores(a[7]); err != nil {
+		return nil, err
+	}
+	if s.rcount, err = flatMap(a[8]); err != nil {
+		return nil, err
+	}
+	if s.intents, err = withScores(a[9]); err != nil {
+		return nil, err
+	}
+	if s.expiry, err = withScores(a[10]); err != nil {
+		return nil, err
+	}
+	if a[11] != nil {
+		if s.size, err = toInt64(a[11]); err != nil {
+			return nil, err
+		}
+	}
+	return &s, nil
+}
+
+// state turns the raw snapshot into a LockState (WaitingClients and the
+// identities are filled in later).
+func (s *snapshot) state(name string) *LockState {
+	st := &LockState{Name: name, LastToken: s.fence, Permits: int(s.size), ServerTime: s.now, WaitingClients: -1}
+	_, exclusive := s.hash[":token"]
+	switch {
+	case len(s.expiry) > 0 || s.size > 0 || (len(s.hash) > 0 && !exclusive):
+		st.Kind = KindSemaphore
+	case len(s.readers) > 0 || len(s.rcount) > 0 || len(s.intents) > 0:
+		st.Kind = KindRW
+	case s.queueLen > 0 || len(s.deadline) > 0:
+		st.Kind = KindFair
+	case exclusive:
+		st.Kind = KindMutex
+	}
+	ttl := time.Duration(-1)
+	if s.pttl >= 0 {
+		ttl = msDur(s.pttl)
+	}
+	if st.Kind == KindSemaphore {
+		for _, e := range s.expiry {
+			if e.score <= s.nowMS {
+				continue // its lease ran out: pruned at the next acquisition
+			}
+			n, _ := strconv.Atoi(s.hash[e.member])
+			if n == 0 {
+				continue
+			}
+			st.Holders = append(st.Holders, Holder{Owner: e.member, Mode: KindSemaphore, Count: n, TTL: msDur(e.score - s.nowMS)})
+		}
+	} else if exclusive {
+		st.Token = parseToken(s.hash[":token"])
+		mode := st.Kind
+		if mode == KindRW {
+			mode = KindWrite
+		}
+		for owner, n := range s.hash {
+			if owner == ":token" {
+				continue
+			}
+			cnt, _ := strconv.Atoi(n)
+			st.Holders = append(st.Holders, Holder{Owner: owner, Mode: mode, Count: cnt, TTL: ttl, Token: st.Token, Since: tokenTime(st.Token, s.now)})
+		}
+	}
+	for _, r := range s.readers {
+		if r.score <= s.nowMS {
+			continue // expired reader, pruned at the next acquisition
+		}
+		cnt, _ := strconv.Atoi(s.rcount[r.member])
+		tok := parseToken(s.rcount[":"+r.member])
+		st.Holders = append(st.Holders, Holder{Owner: r.member, Mode: KindRead, Count: cnt, TTL: msDur(r.score - s.nowMS), Token: tok, Since: tokenTime(tok, s.now)})
+	}
+	sort.SliceStable(st.Holders, func(i, j int) bool {
+		a, b := st.Holders[i], st.Holders[j]
+		if !a.Since.Equal(b.Since) {
+			return !a.Since.IsZero() && (b.Since.IsZero() || a.Since.Before(b.Since))
+		}
+		return a.Owner < b.Owner
+	})
+	st.Held = len(st.Holders) > 0
+	for _, owner := range s.queue {
+		w := Waiter{Owner: owner, Mode: KindFair}
+		if dl, ok := s.deadline[owner]; ok {
+			w.TTL = max(msDur(dl-s.nowMS), 0)
+		}
+		st.Line = append(st.Line, w)
+	}
+	for _, in := range s.intents {
+		if in.score <= s.nowMS {
+			continue
+		}
+		st.Line = append(st.Line, Waiter{Owner: in.member, Mode: KindWrite, TTL: msDur(in.score - s.nowMS)})
+	}
+	if s.queueLen > 0 {
+		st.Waiters = int(s.queueLen)
+	} else {
+		st.Waiters = len(st.Line)
+	}
+	return st
+}
+
+// tokenTime reads a fencing token as the server time it encodes (tokens are
+// max(last + 1, server time in µs)); zero when it is not a plausible time
+// (a token from a clock far off, or a counter that ran far ahead).
+func tokenTime(tok uint64, now time.Time) time.Time {
+	if tok == 0 || tok > math.MaxInt64 {
+		return time.Time{}
+	}
+	t := time.UnixMicro(int64(tok))
+	if t.After(now.Add(time.Minute)) || t.Before(now.Add(-10*365*24*time.Hour)) {
+		return time.Time{}
+	}
+	return t
+}
+
+func parseToken(s string) uint64 {
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
+}
+
+func strs(v any) ([]string, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected array %T", v)
+	}
+	out := make([]string, len(a))
+	for i, x := range a {
+		s, ok := x.(string)
+		if !ok {
+			return nil, fmt.Errorf("unexpected element %T", x)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+func flatMap(v any) (map[string]string, error) {
+	a, err := strs(v)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, len(a)/2)
+	for i := 0; i+1 < len(a); i += 2 {
+		m[a[i]] = a[i+1]
+	}
+	return m, nil
+}
+
+// withScores decodes a ZRANGE ... WITHSCORES reply as scripts return it
+// (scores as strings).
+func withScores(v any) ([]scored, error) {
+	a, err := strs(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]scored, 0, len(a)/2)
+	for i := 0; i+1 < len(a); i += 2 {
+		f, err := strconv.ParseFloat(a[i+1], 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, scored{member: a[i], score: int64(f)})
+	}
+	return out, nil
+}
+
+// countWaiting fills in WaitingClients (and adds them to Waiters, and uses
+// them to recognise an RW lock) from the subscriptions to the states' wake-up
+// channels.
+func (c *Client) countWaiting(ctx context.Context, states []*LockState) error {
+	var channels []string
+	for _, st := range states {
+		channels = append(channels, wakeChannels(newKeys(st.Name))...)
+	}
+	subs, err := c.subscribers(ctx, channels)
+	if err != nil {
+		return err
+	}
+	for _, st := range states {
+		chs := wakeChannels(newKeys(st.Name))
+		st.addWaiting([3]int64{subs[chs[0]], subs[chs[1]], subs[chs[2]]})
+	}
+	return nil
+}
+
+// addWaiting records the clients subscribed to the lock's channels (mutex
+// and semaphore, RW readers, RW writers). Waiters on the RW channels tell
+// an RW lock held for writing from a mutex.
+func (st *LockState) addWaiting(subs [3]int64) {
+	n := subs[0] + subs[1] + subs[2]
+	st.WaitingClients = int(n)
+	if st.Kind != KindFair {
+		st.Waiters += int(n)
+	}
+	if subs[1]+subs[2] > 0 && (st.Kind == KindMutex || st.Kind == "") {
+		st.Kind = KindRW
+		for i := range st.Holders {
+			st.Holders[i].Mode = KindWrite
+		}
+	}
+}
+
+// subscribers counts the subscriptions to each channel: PUBSUB NUMSUB, or
+// on a Cluster with sharded pub/sub PUBSUB SHARDNUMSUB on the master of
+// each channel's slot; on a Cluster with plain pub/sub, summed over every
+// node (a subscription lives on the node its client connected to).
+func (c *Client) subscribers(ctx context.Context, channels []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(channels))
+	if len(channels) == 0 {
+		return out, nil
+	}
+	cc, cluster := c.rdb.(*redis.ClusterClient)
+	if !cluster {
+		return c.rdb.PubSubNumSub(ctx, channels...).Result()
+	}
+	sharded, err := c.hub.sharded(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !sharded {
+		var mu sync.Mutex
+		err := cc.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+			m, err := node.PubSubNumSub(ctx, channels...).Result()
+			mu.Lock()
+			defer mu.Unlock()
+			for k, v := range m {
+				out[k] += v
+			}
+			return err
+		})
+		return out, err
+	}
+	bySlot := map[int][]string{}
+	for _, ch := range channels {
+		s := clusterSlot(ch)
+		bySlot[s] = append(bySlot[s], ch)
+	}
+	for _, chs := range bySlot {
+		node, err := cc.MasterForKey(ctx, chs[0])
+		if err != nil {
+			return nil, err
+		}
+		m, err := node.PubSubShardNumSub(ctx, chs...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range m {
+			out[k] += v
+		}
+	}
+	return out, nil
+}
+
+// List returns the names of the locks whose name matches glob (Redis glob
+// syntax: *, ?, [abc], \x), found with SCAN (on a Cluster, on every
+// master), sorted. A name is listed while any of its holders' or waiters'
+// keys exists; a name with only a fencing counter or a release receipt left
+// is not. glob must not contain '{' or '}'. SCAN visits the whole keyspace
+// in steps, so a large database takes a while, and a lock taken or freed
+// during the scan may or may not be listed.
+func (c *Client) List(ctx context.Context, glob string) ([]string, error) {
+	if glob == "" {
+		glob = "*"
+	}
+	if strings.ContainsAny(glob, "{}") {
+		return nil, fmt.Errorf("%w: glob %q contains '{' or '}'", ErrInvalidName, glob)
+	}
+	match := keyPrefix + glob + "}*"
+	found := map[string]bool{}
+	var mu sync.Mutex
+	scan := func(ctx context.Context, node redis.UniversalClient) error {
+		it := node.Scan(ctx, 0, match, 1000).Iterator()
+		for it.Next(ctx) {
+			if name, ok := lockNameOf(it.Val()); ok {
+				mu.Lock()
+				found[name] = true
+				mu.Unlock()
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	} else {
+		err = scan(ctx, c.rdb)
+	}
+	if err != nil {
+		return nil, wrapRedis("list", glob, err)
+	}
+	names := make([]string, 0, len(found))
+	for n := range found {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// stateSuffixes are the keys whose presence means a name has holders or
+// waiters (not: its fence counter, release receipts, permit count).
+var stateSuffixes = map[string]bool{"": true, ":queue": true, ":timeouts": true, ":readers": true,
+	":rcount": true, ":intents": true, ":expiry": true}
+
+// lockNameOf returns the lock name of a key that holds a lock's state.
+func lockNameOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, keyPrefix)
+	if !ok {
+		return "", false
+	}
+	name, suffix, ok := strings.Cut(rest, "}")
+	if !ok || name == "" || !stateSuffixes[suffix] {
+		return "", false
+	}
+	return name, true
+}
