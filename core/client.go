@@ -58,6 +58,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c.hub = newHub(rdb, &c.wg)
 	c.wg.Add(1)
 	go c.watchdog()
+	c.startIdentity()
 	return c
 }
 

@@ -17,6 +17,7 @@ type config struct {
 	observer        Observer
 	releaseTimeout  time.Duration
 	replica         *replicaSync // WithReplicaSync; nil: off
+	identity        *Identity    // WithIdentity (identity.go); nil: none
 }
 
 func defaultConfig() config {
