@@ -1,0 +1,121 @@
+package core
+
+import (
+	"context"
+	"fmt"
+)
+
+var scriptForceUnlock = registerScript("force_unlock", "lib_fence", "lib_queue", "lib_inspect")
+
+// ForceUnlockResult reports what ForceUnlock removed.
+type ForceUnlockResult struct {
+	// Removed is the lock's state just before it was freed (read in the
+	// same script, so nothing happened in between): the holders it had,
+	// its token and waiters.
+	Removed *LockState
+	// Freed reports whether anything was held (false: the lock was already
+	// free, and only its waiters were woken).
+	Freed bool
+	// KeysDeleted is the number of Redis keys deleted (the lock hash, RW
+	// readers and counts, semaphore holder deadlines).
+	KeysDeleted int
+	// WokenClients is the number of subscriptions the wake-ups on the
+	// lock's channels reached (mutex and semaphore waiters, RW readers and
+	// writers; each Client wakes all its local waiters of the channel).
+	WokenClients int
+	// WokenHead is the owner id of the fair lock's waiter woken on its own
+	// channel (the first live one in line), "" when none.
+	WokenHead string
+}
+
+// ForceUnlockEvent is what an observer implementing ForceUnlockObserver is
+// told after a ForceUnlock through its Client.
+type ForceUnlockEvent struct {
+	Name   string
+	Result *ForceUnlockResult // nil when Err is set
+	Err    error
+}
+
+// ForceUnlockObserver is an optional interface of an Observer: a Client
+// whose observer implements it reports each ForceUnlock it makes. (The
+// holders' own Clients report the loss through Observer.Lost when their
+// next renewal finds the lock gone.)
+type ForceUnlockObserver interface {
+	ForceUnlocked(ctx context.Context, e ForceUnlockEvent)
+}
+
+// ForceUnlock frees the lock called name whoever holds it — every holder of
+// any kind: the mutex or fair lock's owner, an RW lock's writer and readers,
+// a semaphore's permit holders — and wakes its waiters: all waiters of a
+// mutex, semaphore or RW lock, and the first in line of a fair lock (on its
+// own channel; the line is kept). It reports what it removed. It is meant
+// for operators (the keylock CLI's force-unlock), for a lock whose holder
+// is stuck: the holder is not asked.
+//
+// The holders find out at their next renewal by the watchdog (every third
+// of the watchdog timeout, 10s by default): their lease contexts are
+// cancelled with ErrLockLost and their observers see Lost. A hold taken
+// with LeaseTime is not renewed: its context is cancelled when its lease
+// would have ended, and its Unlock returns ErrNotHeld. Until then a holder
+// may still believe it holds the lock while a waiter already does: protect
+// the resource with fencing tokens (the new holder's token is larger).
+//
+// A lock that is already gone (say, deleted by hand with DEL) has nothing to
+// remove, but its waiters are woken all the same, instead of sleeping until
+// the old holder's lease would have ended. The fencing counter, the fair
+// queue, RW write intents and a semaphore's permit count are kept.
+func (c *Client) ForceUnlock(ctx context.Context, name string) (*ForceUnlockResult, error) {
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	res, err := c.forceUnlock(ctx, name)
+	if err != nil {
+		err = wrapRedis("force-unlock", name, err)
+	}
+	if o, ok := c.cfg.observer.(ForceUnlockObserver); ok {
+		o.ForceUnlocked(ctx, ForceUnlockEvent{Name: name, Result: res, Err: err})
+	}
+	return res, err
+}
+
+func (c *Client) forceUnlock(ctx context.Context, name string) (*ForceUnlockResult, error) {
+	pub, err := c.hub.publishCommand(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k := newKeys(name)
+	ks := append(lockKeys(k), wakeChannels(k)...)
+	ks = append(ks, k.ch+":")
+	v, err := scriptForceUnlock.run(ctx, c.rdb, ks, pub, inspectQueueLimit).Result()
+	if err != nil {
+		return nil, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 4 {
+		return nil, fmt.Errorf("unexpected force-unlock reply %T", v)
+	}
+	st, err := decodeSnapshot(name, a[0])
+	if err != nil {
+		return nil, err
+	}
+	deleted, err := toInt64(a[1])
+	if err != nil {
+		return nil, err
+	}
+	var reached [3]int64
+	if r, ok := a[2].([]any); ok && len(r) == 3 {
+		for i := range r {
+			if reached[i], err = toInt64(r[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	head, _ := a[3].(string)
+	// The clients the script's wake-ups reached are the ones that waited.
+	st.addWaiting(reached)
+	woken := reached[0] + reached[1] + reached[2]
+	if err := c.identify(ctx, []*LockState{st}); err != nil {
+		return nil, err
+	}
+	return &ForceUnlockResult{Removed: st, Freed: st.Held, KeysDeleted: int(deleted), WokenClients: int(woken), WokenHead: head}, nil
+}

@@ -1,0 +1,36 @@
+-- force_unlock: free a lock whatever its holders, and wake its waiters, in
+-- one round trip. For operators (keylock force-unlock): the holders are not
+-- asked; each finds out at its next renewal (ErrLockLost) or Unlock
+-- (ErrNotHeld). Needs lib_fence, lib_queue and lib_inspect.
+--
+-- KEYS[1..9]  the lock's keys, as listed in lib_inspect.lua
+-- KEYS[10]    the wake-up channel of mutex and semaphore waiters
+-- KEYS[11]    the RW readers' wake-up channel
+-- KEYS[12]    the RW writers' wake-up channel
+-- KEYS[13]    prefix of the fair waiters' own channels (prefix .. owner)
+-- ARGV[1]     publish command: 'publish' or 'spublish'
+-- ARGV[2]     the most queue entries to return
+--
+-- Returns {snapshot before the removal (lib_inspect.lua), keys deleted,
+-- {clients the -1 wake-ups on KEYS[10], KEYS[11], KEYS[12] reached}, the
+-- fair waiter woken or false}.
+--
+-- Deleted: the holders (the lock hash, the RW readers and their counts,
+-- the semaphore's holder deadlines). Kept: the fencing counter (tokens
+-- stay monotonic), the waiters' lines (the fair queue, RW write intents:
+-- they are the waiters, who keep their turn), the semaphore's permit count
+-- and release receipts. Every channel of the name is woken, whatever the
+-- kind looks like: mutex and semaphore waiters and RW readers and writers
+-- all (-1), the fair lock's first live waiter on its own channel. A lock
+-- already gone (a manual DEL) has nothing to delete, but its waiters are
+-- still woken instead of sleeping until the old holder's TTL.
+local snap = snapshot(KEYS, tonumber(ARGV[2]))
+local deleted = redis.call('del', KEYS[1], KEYS[5], KEYS[6], KEYS[8])
+local pub = ARGV[1]
+local reached = {
+  redis.call(pub, KEYS[10], '-1'),
+  redis.call(pub, KEYS[11], '-1'),
+  redis.call(pub, KEYS[12], '-1'),
+}
+wake_next(KEYS[3], KEYS[4], KEYS[13], pub)
+return {snap, deleted, reached, redis.call('lindex', KEYS[3], 0)}
