@@ -79,13 +79,17 @@ func forceCases() []forceCase {
 		{
 			name: "rw writer waits for a reader", kind: core.KindRW,
 			ready: func(s *core.LockState) bool { return len(s.Line) == 1 && s.WaitingClients == 1 },
-			hold: func(c *core.Client, ctx context.Context) (*core.Lease, error) { return c.RWMutex("frw2").RLock(ctx) },
-			wait: func(c *core.Client, ctx context.Context) (*core.Lease, error) { return c.RWMutex("frw2").Lock(ctx) },
+			hold:  func(c *core.Client, ctx context.Context) (*core.Lease, error) { return c.RWMutex("frw2").RLock(ctx) },
+			wait:  func(c *core.Client, ctx context.Context) (*core.Lease, error) { return c.RWMutex("frw2").Lock(ctx) },
 		},
 		{
 			name: "semaphore", kind: core.KindSemaphore, ready: subscribed,
-			hold: func(c *core.Client, ctx context.Context) (*core.Lease, error) { return c.Semaphore("fs", 2).Acquire(ctx, 2) },
-			wait: func(c *core.Client, ctx context.Context) (*core.Lease, error) { return c.Semaphore("fs", 2).Acquire(ctx, 1) },
+			hold: func(c *core.Client, ctx context.Context) (*core.Lease, error) {
+				return c.Semaphore("fs", 2).Acquire(ctx, 2)
+			},
+			wait: func(c *core.Client, ctx context.Context) (*core.Lease, error) {
+				return c.Semaphore("fs", 2).Acquire(ctx, 1)
+			},
 		},
 	}
 }
