@@ -24,12 +24,17 @@ type lostRecorder struct {
 	mu            sync.Mutex
 	lost          []core.LostEvent
 	forced        []core.ForceUnlockEvent
+	attempts      int // the highest WaitEvent.Attempt seen
 }
 
 func (r *lostRecorder) AcquireStart(ctx context.Context, _ core.AcquireStartEvent) context.Context {
 	return ctx
 }
-func (r *lostRecorder) Wait(context.Context, core.WaitEvent)             {}
+func (r *lostRecorder) Wait(_ context.Context, e core.WaitEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.attempts = max(r.attempts, e.Attempt)
+}
 func (r *lostRecorder) AcquireEnd(context.Context, core.AcquireEndEvent) {}
 func (r *lostRecorder) Renew(context.Context, core.RenewEvent)           {}
 func (r *lostRecorder) ReleaseStart(ctx context.Context, _ core.ReleaseEvent) context.Context {
@@ -206,12 +211,25 @@ func TestForceUnlockHolderLosesAtNextRenewal(t *testing.T) {
 
 func TestForceUnlockAfterManualDelWakesWaiters(t *testing.T) {
 	_, rdb := single(t)
-	holder, waiter, ops := newLocks(t, rdb), newLocks(t, rdb), newLocks(t, rdb)
+	obs := &lostRecorder{}
+	holder, waiter, ops := newLocks(t, rdb), newLocks(t, rdb, core.WithObserver(obs)), newLocks(t, rdb)
 	ctx := ctxTimeout(t, 30*time.Second)
 	l := mustLock(t, holder.Mutex("stuck"), ctx)
 	defer func() { _ = l.Unlock(context.Background()) }()
 	got := blockIn(ctx, func(ctx context.Context) (*core.Lease, error) { return waiter.Mutex("stuck").Lock(ctx) })
-	inspectUntil(t, ops, "stuck", "the waiter", func(s *core.LockState) bool { return s.WaitingClients == 1 })
+	// The waiter has subscribed and made its second attempt (the one made
+	// once the subscription is live): now it sleeps on the holder's TTL.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		obs.mu.Lock()
+		n := obs.attempts
+		obs.mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter did not wait twice within 10s")
+		}
+	}
 	// Someone deletes the lock by hand: no wake-up is published, so the
 	// waiter sleeps until the 30s TTL it was told...
 	if err := rdb.Del(ctx, "keylock:{stuck}").Err(); err != nil {
