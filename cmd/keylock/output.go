@@ -1,0 +1,237 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/keylock/keylock/core"
+)
+
+// lockJSON is one lock in -json output (show prints one, ls an array).
+type lockJSON struct {
+	Name           string       `json:"name"`
+	Kind           string       `json:"kind"` // mutex, fair, rw, semaphore, or "" when free
+	Held           bool         `json:"held"`
+	Holders        []holderJSON `json:"holders"`
+	Token          uint64       `json:"token"`      // the exclusive hold's fencing token, 0 otherwise
+	LastToken      uint64       `json:"last_token"` // the last token handed out for the name
+	Waiters        int          `json:"waiters"`    // a count; see core.LockState.Waiters
+	WaitingClients int          `json:"waiting_clients"`
+	Line           []waiterJSON `json:"line"` // fair queue, RW write intents
+	Permits        int          `json:"permits,omitempty"`
+	ServerTime     time.Time    `json:"server_time"`
+}
+
+type holderJSON struct {
+	Owner    string         `json:"owner"`
+	Client   string         `json:"client"` // "orders-api on host-7, pid 4312", else the client id, else ""
+	ClientID string         `json:"client_id,omitempty"`
+	Identity *core.Identity `json:"identity,omitempty"`
+	Mode     string         `json:"mode"`
+	Count    int            `json:"count"`
+	TTLms    int64          `json:"ttl_ms"` // -1: no expiry
+	Token    uint64         `json:"token,omitempty"`
+	HeldMs   int64          `json:"held_ms,omitempty"` // estimated from the token; omitted when unknown
+}
+
+type waiterJSON struct {
+	Owner    string `json:"owner"`
+	Client   string `json:"client"`
+	ClientID string `json:"client_id,omitempty"`
+	Mode     string `json:"mode"`
+	TTLms    int64  `json:"ttl_ms"`
+}
+
+type forceJSON struct {
+	Name         string   `json:"name"`
+	Freed        bool     `json:"freed"`
+	Removed      lockJSON `json:"removed"`
+	KeysDeleted  int      `json:"keys_deleted"`
+	WokenClients int      `json:"woken_clients"`
+	WokenHead    string   `json:"woken_head,omitempty"`
+}
+
+func ttlMs(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return d.Milliseconds()
+}
+
+func toJSON(st *core.LockState) lockJSON {
+	j := lockJSON{
+		Name: st.Name, Kind: string(st.Kind), Held: st.Held, Token: st.Token, LastToken: st.LastToken,
+		Waiters: st.Waiters, WaitingClients: st.WaitingClients, Permits: st.Permits, ServerTime: st.ServerTime,
+		Holders: []holderJSON{}, Line: []waiterJSON{},
+	}
+	for _, h := range st.Holders {
+		j.Holders = append(j.Holders, holderJSON{
+			Owner: h.Owner, Client: h.Client(), ClientID: h.ClientID, Identity: h.Identity,
+			Mode: string(h.Mode), Count: h.Count, TTLms: ttlMs(h.TTL), Token: h.Token,
+			HeldMs: h.HeldFor(st.ServerTime).Milliseconds(),
+		})
+	}
+	for _, w := range st.Line {
+		j.Line = append(j.Line, waiterJSON{Owner: w.Owner, Client: w.Client(), ClientID: w.ClientID, Mode: string(w.Mode), TTLms: ttlMs(w.TTL)})
+	}
+	return j
+}
+
+// printJSON prints v indented (ls, show, force-unlock).
+func (a *app) printJSON(v any) int { return a.encode(v, "  ") }
+
+// encode prints v as JSON, on one line when indent is "".
+func (a *app) encode(v any, indent string) int {
+	enc := json.NewEncoder(a.out)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return a.fail(err)
+	}
+	return exitOK
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func holderTTL(h core.Holder) string {
+	if h.TTL < 0 {
+		return "no expiry"
+	}
+	return since(h.TTL)
+}
+
+func heldFor(h core.Holder, now time.Time) string {
+	if d := h.HeldFor(now); d > 0 {
+		return since(d)
+	}
+	return "-"
+}
+
+// writeState prints one lock for people.
+func writeState(w io.Writer, st *core.LockState) {
+	kind := string(st.Kind)
+	if kind == "" {
+		kind = "-"
+	}
+	fmt.Fprintf(w, "lock     %s\nkind     %s\nheld     %s\n", st.Name, kind, yesNo(st.Held))
+	if st.Token != 0 {
+		fmt.Fprintf(w, "token    %d\n", st.Token)
+	} else if st.LastToken != 0 {
+		fmt.Fprintf(w, "token    - (last handed out: %d)\n", st.LastToken)
+	}
+	if st.Permits > 0 {
+		fmt.Fprintf(w, "permits  %d\n", st.Permits)
+	}
+	fmt.Fprintf(w, "waiters  %d%s\n", st.Waiters, waitingNote(st))
+	if len(st.Holders) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "OWNER\tCLIENT\tMODE\tCOUNT\tTTL\tHELD FOR\tTOKEN")
+		for _, h := range st.Holders {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", h.Owner, dash(h.Client()), h.Mode, h.Count,
+				holderTTL(h), heldFor(h, st.ServerTime), tokenText(h.Token))
+		}
+		_ = tw.Flush()
+	}
+	if len(st.Line) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "#\tWAITER\tCLIENT\tMODE\tKEEPS PLACE FOR")
+		for i, l := range st.Line {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, l.Owner, dash(l.Client()), l.Mode, since(l.TTL))
+		}
+		_ = tw.Flush()
+		if st.Waiters > len(st.Line) && st.Kind == core.KindFair {
+			fmt.Fprintf(w, "... and %d more in line\n", st.Waiters-len(st.Line))
+		}
+	}
+}
+
+func waitingNote(st *core.LockState) string {
+	switch {
+	case st.WaitingClients < 0:
+		return ""
+	case st.Kind == core.KindFair:
+		return " in line"
+	case st.WaitingClients > 0 && len(st.Line) > 0:
+		return fmt.Sprintf(" (%d in line, %d client(s) subscribed)", len(st.Line), st.WaitingClients)
+	case st.WaitingClients > 0:
+		return " (client(s) subscribed to its wake-ups)"
+	}
+	return ""
+}
+
+func tokenText(t uint64) string {
+	if t == 0 {
+		return "-"
+	}
+	return strconv.FormatUint(t, 10)
+}
+
+// writeList prints ls for people: one line per lock, its first holder.
+func writeList(w io.Writer, states []*core.LockState) {
+	if len(states) == 0 {
+		fmt.Fprintln(w, "no locks")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDERS\tCLIENT\tTTL\tHELD FOR\tWAITERS\tTOKEN")
+	for _, st := range states {
+		client, ttl, held := "-", "-", "-"
+		if len(st.Holders) > 0 {
+			h := st.Holders[0]
+			client, ttl, held = dash(h.Client()), holderTTL(h), heldFor(h, st.ServerTime)
+			if len(st.Holders) > 1 {
+				client += fmt.Sprintf(" (+%d)", len(st.Holders)-1)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\n", st.Name, dash(string(st.Kind)), len(st.Holders),
+			client, ttl, held, st.Waiters, tokenText(st.Token))
+	}
+	_ = tw.Flush()
+}
+
+// writeForce prints force-unlock's report for people.
+func writeForce(w io.Writer, name string, res *core.ForceUnlockResult) {
+	st := res.Removed
+	if !res.Freed {
+		fmt.Fprintf(w, "%s was not held: nothing removed\n", name)
+	} else {
+		fmt.Fprintf(w, "freed %s (%s): removed %d holder(s)\n", name, dash(string(st.Kind)), len(st.Holders))
+		for _, h := range st.Holders {
+			parts := []string{string(h.Mode), "count " + strconv.Itoa(h.Count), "ttl " + holderTTL(h)}
+			if d := heldFor(h, st.ServerTime); d != "-" {
+				parts = append(parts, "held for "+d)
+			}
+			if h.Token != 0 {
+				parts = append(parts, "token "+strconv.FormatUint(h.Token, 10))
+			}
+			fmt.Fprintf(w, "  %s  %s  (%s)\n", h.Owner, dash(h.Client()), strings.Join(parts, ", "))
+		}
+		fmt.Fprintf(w, "deleted %d key(s); the holders learn of it at their next renewal (lease context cancelled with ErrLockLost)\n", res.KeysDeleted)
+	}
+	switch {
+	case res.WokenHead != "":
+		fmt.Fprintf(w, "woke the first waiter in line: %s\n", res.WokenHead)
+	case res.WokenClients > 0:
+		fmt.Fprintf(w, "woke %d waiting client(s)\n", res.WokenClients)
+	default:
+		fmt.Fprintln(w, "nobody was waiting")
+	}
+}
