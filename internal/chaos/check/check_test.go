@@ -358,7 +358,7 @@ func TestProcesses(t *testing.T) {
 	l.add(event.Record{Ev: event.Summary, W: 1, PID: 1, Leaked: []string{"goroutine 7 [chan receive]"}})
 	l.add(event.Record{Ev: event.Exit, W: 1, PID: 1, T1: ms(10), Cause: ExitShutdown})
 	l.add(event.Record{Ev: event.Exit, W: 2, PID: 2, T1: ms(10), Cause: ExitShutdown}) // no summary
-	l.add(event.Record{Ev: event.Exit, W: 3, PID: 3, T1: ms(10), Cause: ExitKilled})  // none due
+	l.add(event.Record{Ev: event.Exit, W: 3, PID: 3, T1: ms(10), Cause: ExitKilled})   // none due
 	l.add(event.Record{Ev: event.Exit, W: 4, PID: 4, T1: ms(10), Err: "exit status 2", Detail: "panic: nil map"})
 	rep := l.check(t)
 	if len(rep.Panics) != 2 || len(rep.Crashes) != 1 || len(rep.Leaks) != 1 || rep.NoSummary != 1 {

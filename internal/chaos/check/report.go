@@ -56,9 +56,9 @@ type Overlap struct {
 	// was handed out dead or dying.
 	LaterTold    time.Duration
 	LaterToldSet bool
-	InUse    int // semaphore: permits in use counting the new holder
-	Size     int
-	Faults   []string // faults active around At
+	InUse        int // semaphore: permits in use counting the new holder
+	Size         int
+	Faults       []string // faults active around At
 }
 
 // Inversion is a fencing token not larger than one handed out before.
@@ -118,7 +118,7 @@ type Report struct {
 	// left); an overlap with one is.
 	LostAtEntry       []string
 	LostAtEntryFaults []string
-	Inversions   []Inversion
+	Inversions        []Inversion
 	// FenceChecks counts acquisitions whose token was compared with an
 	// earlier one; FenceAcrossRestart those where an empty restart lay
 	// between the two.
