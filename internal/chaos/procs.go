@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -78,8 +79,13 @@ func (d *driver) spawn(slot int) (*proc, error) {
 		default:
 			ex.Cause = check.ExitShutdown
 		}
-		if bytes.Contains([]byte(tail), []byte("WARNING: DATA RACE")) && ex.Err == "" {
-			ex.Err, ex.Detail = "data race", tail
+		if races := raceSignatures(p.errLog); len(races) > 0 {
+			if ex.Err == "" {
+				ex.Err = "data race"
+			} else {
+				ex.Err += " (data race)"
+			}
+			ex.Detail = strings.Join(races, "\n") + "\n---\n" + tail
 		}
 		d.record(ex)
 		close(p.done)
@@ -127,4 +133,48 @@ func tailOf(path string) string {
 		b = b[len(b)-limit:]
 	}
 	return string(bytes.TrimSpace(b))
+}
+
+// raceSignatures returns one line per distinct data race the race detector
+// reported in the stderr file at path: "race: <access> <func> (<file:line>)
+// vs <access> <func> (<file:line>)".
+func raceSignatures(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.Contains(b, []byte("WARNING: DATA RACE")) {
+		return nil
+	}
+	var out []string
+	seen := make(map[string]bool)
+	for _, block := range strings.Split(string(b), "WARNING: DATA RACE")[1:] {
+		var sides []string
+		lines := strings.Split(block, "\n")
+		for i, l := range lines {
+			l = strings.TrimSpace(l)
+			if !strings.Contains(l, " at 0x") || !strings.Contains(l, "by goroutine") || i+2 >= len(lines) {
+				continue
+			}
+			access := strings.TrimPrefix(strings.Fields(l)[0], "Previous ")
+			if strings.HasPrefix(l, "Previous") {
+				access = strings.ToLower(strings.Fields(l)[1])
+			} else {
+				access = strings.ToLower(access)
+			}
+			fn := strings.TrimSpace(lines[i+1])
+			loc := strings.Fields(strings.TrimSpace(lines[i+2]))
+			where := ""
+			if len(loc) > 0 {
+				where = filepath.Base(loc[0])
+			}
+			sides = append(sides, fmt.Sprintf("%s %s (%s)", access, strings.TrimSuffix(fn, "()"), where))
+			if len(sides) == 2 {
+				break
+			}
+		}
+		sig := "race: " + strings.Join(sides, " vs ")
+		if !seen[sig] {
+			seen[sig] = true
+			out = append(out, sig)
+		}
+	}
+	return out
 }

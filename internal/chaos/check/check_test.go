@@ -360,13 +360,18 @@ func TestProcesses(t *testing.T) {
 	l.add(event.Record{Ev: event.Exit, W: 2, PID: 2, T1: ms(10), Cause: ExitShutdown}) // no summary
 	l.add(event.Record{Ev: event.Exit, W: 3, PID: 3, T1: ms(10), Cause: ExitKilled})   // none due
 	l.add(event.Record{Ev: event.Exit, W: 4, PID: 4, T1: ms(10), Err: "exit status 2", Detail: "panic: nil map"})
+	l.add(event.Record{Ev: event.Exit, W: 5, PID: 5, T1: ms(10), Err: "data race", Detail: "race: read f (a.go:1) vs write g (b.go:2)\n---\n..."})
+	l.add(event.Record{Ev: event.Exit, W: 6, PID: 6, T1: ms(10), Err: "data race", Detail: "race: read f (a.go:1) vs write g (b.go:2)\n---\n..."})
 	rep := l.check(t)
-	if len(rep.Panics) != 2 || len(rep.Crashes) != 1 || len(rep.Leaks) != 1 || rep.NoSummary != 1 {
-		t.Fatalf("got panics %q, crashes %q, leaks %q, no summary %d; want 2, 1, 1, 1",
+	if len(rep.Panics) != 2 || len(rep.Crashes) != 3 || len(rep.Leaks) != 1 || rep.NoSummary != 1 {
+		t.Fatalf("got panics %q, crashes %q, leaks %q, no summary %d; want 2, 3, 1, 1",
 			rep.Panics, rep.Crashes, rep.Leaks, rep.NoSummary)
 	}
-	if len(rep.Failures()) != 4 {
-		t.Fatalf("failures: got %q, want 4", rep.Failures())
+	if len(rep.Races) != 1 || rep.Races["race: read f (a.go:1) vs write g (b.go:2)"] != 2 {
+		t.Fatalf("races: got %v, want one, in 2 processes", rep.Races)
+	}
+	if len(rep.Failures()) != 5 {
+		t.Fatalf("failures: got %q, want 5", rep.Failures())
 	}
 }
 

@@ -131,6 +131,10 @@ type Report struct {
 	Panics  []string // recovered panics and crashed workers' stderr
 	Crashes []string // workers that exited unexpectedly or hung
 	Leaks   []string // goroutines alive after a worker closed its Client
+	// Races maps each distinct data race the workers' race detector
+	// reported ("race: read f (file:line) vs write g (file:line)") to the
+	// number of processes that reported it.
+	Races map[string]int
 	// NoSummary counts worker processes that were not killed by the driver
 	// yet wrote no summary.
 	NoSummary int
@@ -212,6 +216,7 @@ func (r *Report) Failures() []string {
 	add(len(r.Panics), "%d panics", len(r.Panics))
 	add(len(r.Crashes), "%d crashed or hung workers", len(r.Crashes))
 	add(len(r.Leaks), "%d leaked goroutines", len(r.Leaks))
+	add(len(r.Races), "%d distinct data races", len(r.Races))
 	add(r.NoSummary, "%d workers ended without a summary", r.NoSummary)
 	return out
 }
@@ -311,8 +316,11 @@ func (r *Report) Write(w io.Writer) {
 	} else {
 		p("after empty restarts: no waiter present at any restart")
 	}
-	p("panics: %d, crashed/hung workers: %d, leaked goroutines: %d, workers without summary: %d",
-		len(r.Panics), len(r.Crashes), len(r.Leaks), r.NoSummary)
+	p("panics: %d, crashed/hung workers: %d, leaked goroutines: %d, workers without summary: %d, data races: %d",
+		len(r.Panics), len(r.Crashes), len(r.Leaks), r.NoSummary, len(r.Races))
+	for _, k := range sortedKeys(r.Races) {
+		p("  %s (in %d processes)", k, r.Races[k])
+	}
 	if bf := r.ByFault(); len(bf) > 0 {
 		p("findings by fault around them:")
 		keys := make([]string, 0, len(bf))
@@ -412,15 +420,20 @@ func (s Stall) String() string {
 	return fmt.Sprintf("%v on %s (%s)", s.Duration().Round(time.Millisecond), s.Lock, f)
 }
 
-func counts(m map[string]int) string {
-	if len(m) == 0 {
-		return "none"
-	}
+func sortedKeys(m map[string]int) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	return keys
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := sortedKeys(m)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])

@@ -156,6 +156,14 @@ func (r *run) processes(rep *Report) {
 		}
 	}
 	for _, e := range r.exits {
+		for _, l := range strings.Split(e.Detail, "\n") {
+			if strings.HasPrefix(l, "race: ") {
+				if rep.Races == nil {
+					rep.Races = make(map[string]int)
+				}
+				rep.Races[l]++
+			}
+		}
 		if e.Err != "" {
 			rep.Crashes = append(rep.Crashes, "worker "+itoa(e.W)+" pid "+itoa(e.PID)+": "+e.Err+"\n"+e.Detail)
 			if strings.Contains(e.Detail, "panic:") || strings.Contains(e.Detail, "fatal error:") {
