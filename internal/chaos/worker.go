@@ -185,16 +185,19 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 		work = l.longLo + time.Duration(rng.Int64N(int64(l.longHi-l.longLo)))
 	}
 	sleep(ctx, work)
-	rel := event.Record{Ev: event.Rel, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq, Lock: l.lock, Kind: l.kind, T0: event.Now()}
+	out := event.Record{Ev: event.Out, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq, Lock: l.lock, Kind: l.kind, T0: event.Now()}
 	if !stop() {
 		<-fired
 	}
 	if t := told.Load(); t != 0 {
-		rel.Told, rel.Cause = t, context.Cause(leaseCtx).Error()
+		out.Told, out.Cause = t, context.Cause(leaseCtx).Error()
 	}
+	// Logged before Unlock: a worker killed during Unlock has left.
+	_ = w.log.Write(out)
 
 	unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancelUnlock()
+	rel := event.Record{Ev: event.Rel, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq}
 	if err := lease.Unlock(unlockCtx); err != nil {
 		rel.Err = unlockClass(err)
 	}

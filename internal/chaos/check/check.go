@@ -53,7 +53,7 @@ func Records(recs []event.Record) (*Report, error) {
 		}
 		if s.told != 0 {
 			rep.Told++
-			if !s.open && s.unlockErr == "" && strings.Contains(s.cause, "lost") {
+			if s.released && s.unlockErr == "" && strings.Contains(s.cause, "lost") {
 				rep.ToldUnlockOK++
 			}
 		}

@@ -19,26 +19,25 @@ type logs struct {
 }
 
 // cs logs a critical section: Lock called at call, returned at enter, work
-// ended at exit (exit < 0: never released, as after kill -9).
+// ended at exit, then Unlock (exit < 0: never left, as after kill -9).
 func (l *logs) cs(pid int, lock, kind string, call, enter, exit float64, edit ...func(acq, rel *event.Record)) {
 	l.seq++
 	acq := event.Record{Ev: event.Acq, W: pid % 10, PID: pid, Seq: l.seq, Lock: lock, Kind: kind,
 		T0: ms(call), T1: ms(enter), Token: l.seq}
-	rel := event.Record{Ev: event.Rel, W: pid % 10, PID: pid, Seq: l.seq, Lock: lock, Kind: kind,
-		T0: ms(exit), T1: ms(exit) + 1}
+	out := event.Record{Ev: event.Out, W: pid % 10, PID: pid, Seq: l.seq, Lock: lock, Kind: kind, T0: ms(exit)}
 	for _, e := range edit {
-		e(&acq, &rel)
+		e(&acq, &out)
 	}
 	l.recs = append(l.recs, acq)
 	if exit >= 0 {
-		l.recs = append(l.recs, rel)
+		l.recs = append(l.recs, out, event.Record{Ev: event.Rel, W: pid % 10, PID: pid, Seq: l.seq, T1: ms(exit) + 1})
 	}
 }
 
 func (l *logs) add(r event.Record) { l.recs = append(l.recs, r) }
 
-func told(at float64) func(acq, rel *event.Record) {
-	return func(_, rel *event.Record) { rel.Told, rel.Cause = ms(at), "keylock: lock lost" }
+func told(at float64) func(acq, out *event.Record) {
+	return func(_, out *event.Record) { out.Told, out.Cause = ms(at), "keylock: lock lost" }
 }
 
 func token(t uint64) func(acq, rel *event.Record) {
@@ -300,7 +299,7 @@ func TestStalls(t *testing.T) {
 	var l logs
 	l.cs(1, "m", mutex, 0, 1, 30)
 	l.add(event.Record{Ev: event.Acq, PID: 2, Seq: 99, Lock: "m", Kind: mutex, T0: ms(10), T1: ms(100), Token: 99}) // waits, gets it at 100
-	l.add(event.Record{Ev: event.Rel, PID: 2, Seq: 99, T0: ms(110), T1: ms(111)})
+	l.add(event.Record{Ev: event.Out, PID: 2, Seq: 99, T0: ms(110)})
 	l.add(event.Record{Ev: event.Acq, PID: 3, Lock: "m", Kind: mutex, T0: ms(20), T1: ms(25), Err: "busy", Cause: "busy", Try: true})
 	rep := l.check(t)
 	if got := rep.LongestStall; got.Lock != "m" || got.Duration() != 70*time.Millisecond || len(got.Faults) != 0 {
@@ -409,10 +408,24 @@ func TestReadSkipsOnlyATornLastLine(t *testing.T) {
 	}
 }
 
-func TestReleaseWithoutAcquisitionIsAnError(t *testing.T) {
-	_, err := Records([]event.Record{{Ev: event.Rel, PID: 1, Seq: 1, T0: 5}})
-	if err == nil {
-		t.Fatal("got nil error")
+func TestEndWithoutAcquisitionIsAnError(t *testing.T) {
+	for _, ev := range []string{event.Out, event.Rel} {
+		if _, err := Records([]event.Record{{Ev: ev, PID: 1, Seq: 1, T0: 5}}); err == nil {
+			t.Fatalf("%s without acq: got nil error", ev)
+		}
+	}
+}
+
+// A worker killed during Unlock has left its critical section: the Out
+// record, written before Unlock, says when.
+func TestKilledDuringUnlockHadLeft(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 3)
+	l.recs = l.recs[:len(l.recs)-1] // no Rel: killed inside Unlock
+	l.add(event.Record{Ev: event.Exit, PID: 1, T1: ms(80), Cause: ExitKilled})
+	l.cs(2, "m", mutex, 2, 5, 10)
+	if rep := l.check(t); len(rep.Overlaps) != 0 {
+		t.Fatalf("got overlaps %v, want none", rep.Overlaps)
 	}
 }
 

@@ -40,8 +40,9 @@ type section struct {
 	doa   bool
 	told  int64 // lease context cancelled during the section; 0 if not
 	cause string
-	// open: no Rel record; exit is the process's death or the end of the run.
+	// open: no Out record; exit is the process's death or the end of the run.
 	open      bool
+	released  bool // Unlock returned (Rel record)
 	unlockErr string
 }
 
@@ -131,12 +132,18 @@ func parse(recs []event.Record) (*run, error) {
 			}
 			open[k] = s
 			r.sections = append(r.sections, s)
+		case event.Out:
+			s := open[key{rec.PID, rec.Seq}]
+			if s == nil {
+				return nil, fmt.Errorf("end of pid %d seq %d without its acquisition", rec.PID, rec.Seq)
+			}
+			s.exit, s.told, s.cause, s.open = rec.T0, rec.Told, rec.Cause, false
 		case event.Rel:
 			s := open[key{rec.PID, rec.Seq}]
 			if s == nil {
 				return nil, fmt.Errorf("release of pid %d seq %d without its acquisition", rec.PID, rec.Seq)
 			}
-			s.exit, s.told, s.cause, s.unlockErr, s.open = rec.T0, rec.Told, rec.Cause, rec.Err, false
+			s.unlockErr, s.released = rec.Err, true
 		case event.Fault:
 			r.faults = append(r.faults, fault{name: rec.Fault, target: rec.Target, from: rec.T0, to: rec.T1})
 		case event.Pause:

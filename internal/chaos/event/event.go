@@ -26,10 +26,14 @@ import (
 const (
 	// Acq is one Lock/TryLock/Acquire call: T0 when it was called, T1 when
 	// it returned. When Err is empty the critical section starts at T1 and
-	// a Rel with the same PID and Seq ends it.
+	// an Out with the same PID and Seq ends it.
 	Acq = "acq"
-	// Rel ends a critical section: T0 when the section's work ended (Unlock
-	// is called right after), T1 when Unlock returned.
+	// Out ends a critical section, written before Unlock is called: T0 when
+	// the section's work ended, Told/Cause if the lease context was
+	// cancelled while inside.
+	Out = "out"
+	// Rel is Unlock's result (T1 when it returned, Err if it failed),
+	// written after Out.
 	Rel = "rel"
 	// Panic is a panic recovered in a worker's loop.
 	Panic = "panic"
