@@ -1,0 +1,195 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// splitClient returns a go-redis client with default options whose
+// connections dialed while it warms up (one for commands, one for pipelines)
+// go to first, and every later one to later. Commands keep reusing the warm
+// pooled connections, so the pub/sub connection, dialed later, can be
+// partitioned on its own.
+func splitClient(t *testing.T, first, later string) *redis.Client {
+	t.Helper()
+	var warm atomic.Bool
+	rdb := redis.NewClient(&redis.Options{
+		Addr: first,
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			addr := first
+			if warm.Load() {
+				addr = later
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING: %v", err)
+	}
+	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
+		t.Fatalf("pipelined PING: %v", err)
+	}
+	warm.Store(true)
+	return rdb
+}
+
+// waitSubscribers waits until channel has n subscribers on the server rdb
+// talks to (sharded: PUBSUB SHARDNUMSUB), or fails the test after d.
+func waitSubscribers(t *testing.T, rdb *redis.Client, channel string, sharded bool, n int64, d time.Duration) {
+	t.Helper()
+	if err := subscribersWithin(rdb, channel, sharded, n, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// subscribersWithin waits until channel has n subscribers on the server rdb
+// talks to, and says why not after d.
+func subscribersWithin(rdb *redis.Client, channel string, sharded bool, n int64, d time.Duration) error {
+	ctx := context.Background()
+	deadline := time.Now().Add(d)
+	for {
+		var got map[string]int64
+		var err error
+		if sharded {
+			got, err = rdb.PubSubShardNumSub(ctx, channel).Result()
+		} else {
+			got, err = rdb.PubSubNumSub(ctx, channel).Result()
+		}
+		if err == nil && got[channel] == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %d subscribers on %s after %s, want %d (err %v)", channel, got[channel], rdb.Options().Addr, d, n, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lockAsync runs l.Lock(ctx) on a goroutine; the channel gets its outcome
+// and the time it returned.
+type lockOutcome struct {
+	lease *core.Lease
+	err   error
+	at    time.Time
+}
+
+func lockAsync(ctx context.Context, l core.Locker) <-chan lockOutcome {
+	out := make(chan lockOutcome, 1)
+	go func() {
+		lease, err := l.Lock(ctx)
+		out <- lockOutcome{lease, err, time.Now()}
+	}()
+	return out
+}
+
+// awaitLock waits for a lockAsync outcome, or fails the test after d.
+func awaitLock(t *testing.T, out <-chan lockOutcome, d time.Duration) lockOutcome {
+	t.Helper()
+	select {
+	case o := <-out:
+		return o
+	case <-time.After(d):
+		t.Fatalf("Lock still blocked after %s", d)
+		return lockOutcome{}
+	}
+}
+
+// A Lock whose context ends while the pub/sub connection cannot be dialed
+// (the network to Redis swallows new connections; go-redis waits its 3 s
+// ReadTimeout for the handshake) returns when its context ends.
+func TestLockReturnsWithItsContextWhileSubscribeIsStuck(t *testing.T) {
+	srv := redistest.NewServer(t)
+	pool, pubsub := redistest.NewProxy(t, srv.Addr()), redistest.NewProxy(t, srv.Addr())
+	rdb := splitClient(t, pool.Addr(), pubsub.Addr())
+	holder, waiter := newLocks(t, srv.NewClient(t)), newLocks(t, rdb)
+	mustLock(t, holder.Mutex("stuck"), context.Background())
+
+	pubsub.Blackhole() // a partition, for the pub/sub connection only
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := waiter.Mutex("stuck").Lock(ctx)
+	took := time.Since(start)
+	t.Logf("Lock with a 200ms context returned after %s: %v", took, err)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, core.ErrLocked) {
+		t.Errorf("Lock: %v, want ErrLocked and context.DeadlineExceeded", err)
+	}
+	if took > time.Second {
+		t.Fatalf("Lock with a 200ms context returned after %s, want about 200ms", took)
+	}
+}
+
+// A waiter whose context ends while go-redis re-dials its pub/sub connection
+// (reset, then a partition) returns at once: leaving does not wait for the
+// UNSUBSCRIBE.
+func TestLockReturnsWithItsContextWhilePubSubRedials(t *testing.T) {
+	srv := redistest.NewServer(t)
+	direct := srv.NewClient(t)
+	pool, pubsub := redistest.NewProxy(t, srv.Addr()), redistest.NewProxy(t, srv.Addr())
+	holder, waiter := newLocks(t, direct), newLocks(t, splitClient(t, pool.Addr(), pubsub.Addr()))
+	mustLock(t, holder.Mutex("redial"), context.Background())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := lockAsync(ctx, waiter.Mutex("redial"))
+	waitSubscribers(t, direct, "keylock:{redial}:ch", false, 1, 5*time.Second)
+
+	pubsub.Drop()      // the pub/sub connection is reset: go-redis re-dials it...
+	pubsub.Blackhole() // ...into a partition
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	cancelled := time.Now()
+	o := awaitLock(t, out, 10*time.Second)
+	took := o.at.Sub(cancelled)
+	t.Logf("Lock returned %s after its context was cancelled: %v", took, o.err)
+	if !errors.Is(o.err, context.Canceled) {
+		t.Errorf("Lock: %v, want context.Canceled", o.err)
+	}
+	if took > time.Second {
+		t.Fatalf("Lock returned %s after its context was cancelled, want at once", took)
+	}
+}
+
+// A release published while the waiter's pub/sub connection was down is
+// lost; when go-redis re-subscribes, the waiter retries at once instead of
+// sleeping for the holder's TTL.
+func TestReleaseLostInPubSubOutageCostsNothing(t *testing.T) {
+	srv := redistest.NewServer(t)
+	direct := srv.NewClient(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()}) // default options
+	t.Cleanup(func() { _ = rdb.Close() })
+	holder, waiter := newLocks(t, direct), newLocks(t, rdb)
+	h := mustLock(t, holder.Mutex("outage"), context.Background()) // 30s lease
+
+	out := lockAsync(ctxTimeout(t, time.Minute), waiter.Mutex("outage"))
+	waitSubscribers(t, direct, "keylock:{outage}:ch", false, 1, 5*time.Second)
+	proxy.Drop()
+	waitSubscribers(t, direct, "keylock:{outage}:ch", false, 0, 5*time.Second)
+	mustUnlock(t, h) // its wake-up reaches nobody
+	proxy.Pass()
+	back := time.Now()
+
+	o := awaitLock(t, out, 40*time.Second)
+	if o.err != nil {
+		t.Fatalf("waiter Lock: %v", o.err)
+	}
+	defer mustUnlock(t, o.lease)
+	took := o.at.Sub(back)
+	t.Logf("waiter got the lock %s after the connection could come back (holder's TTL %s)", took, core.DefaultWatchdogTimeout)
+	if took > 3*time.Second {
+		t.Fatalf("waiter got the lock %s after the connection could come back, want within 3s", took)
+	}
+}
