@@ -22,7 +22,8 @@ type Client struct {
 	id  string // random; prefixes owner and lease ids
 	seq atomic.Uint64
 
-	hub *hub
+	hub     *hub
+	restart restartWatch // restart.go
 
 	scriptsOnce sync.Once // SCRIPT LOAD of every script before the first call
 
@@ -56,6 +57,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		done:  make(chan struct{}),
 	}
 	c.hub = newHub(rdb, &c.wg)
+	c.startRestartWatch()
 	c.wg.Add(1)
 	go c.watchdog()
 	c.startIdentity()

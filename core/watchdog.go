@@ -51,6 +51,7 @@ func (c *Client) addLease(l *Lease, sent time.Time) bool {
 		h = &hold{id: id, p: l.p, info: l.info, lease: l.lease, watchdog: l.watchdog, deadline: deadline}
 		h.timer = time.AfterFunc(time.Until(deadline), func() { c.checkDeadline(h) })
 		c.holds[id] = h
+		c.kickRestartWatch() // restart.go: a hold began
 	} else {
 		if l.watchdog && !h.watchdog {
 			h.watchdog, h.lease = true, l.lease

@@ -1,0 +1,97 @@
+package core_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// A waiter blocked on a lock whose data vanished in an empty restart gets
+// the lock within about a second of the server being back, not after the
+// TTL it last saw.
+func TestWaiterRetriesAfterEmptyRestart(t *testing.T) {
+	srv, direct := single(t)
+	holder, waiter := newLocks(t, srv.NewClient(t)), newLocks(t, srv.NewClient(t))
+	mustLock(t, holder.Mutex("restart"), context.Background()) // 30s lease
+
+	out := lockAsync(ctxTimeout(t, time.Minute), waiter.Mutex("restart"))
+	waitSubscribers(t, direct, "keylock:{restart}:ch", false, 1, 5*time.Second)
+	srv.Kill()
+	srv.Restart() // empty: the lock is free
+	back := time.Now()
+
+	o := awaitLock(t, out, 40*time.Second)
+	if o.err != nil {
+		t.Fatalf("waiter Lock: %v", o.err)
+	}
+	defer mustUnlock(t, o.lease)
+	took := o.at.Sub(back)
+	t.Logf("waiter got the lock %s after the server was back (holder's TTL %s)", took, core.DefaultWatchdogTimeout)
+	if took > 3*time.Second {
+		t.Fatalf("waiter got the lock %s after the server was back, want within 3s", took)
+	}
+}
+
+// A Client that only holds (no waiter, so no pub/sub connection to notice a
+// reconnect) notices an empty restart by the server's new run_id.
+func TestHolderNoticesEmptyRestart(t *testing.T) {
+	srv, _ := single(t)
+	c := newLocks(t, srv.NewClient(t))
+	mustLock(t, c.Mutex("held"), context.Background())
+	time.Sleep(100 * time.Millisecond) // the first probe records the run_id
+	srv.Kill()
+	srv.Restart()
+	back := time.Now()
+	deadline := back.Add(3 * time.Second)
+	for core.RestartsSeen(c) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("restart not noticed within 3s of the server being back")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("restart noticed %s after the server was back", time.Since(back))
+	if n := core.RestartsSeen(c); n != 1 {
+		t.Fatalf("%d restarts noticed, want 1", n)
+	}
+}
+
+// A Client that holds and waits for nothing sends nothing to watch for
+// restarts.
+func TestIdleClientDoesNotProbeForRestarts(t *testing.T) {
+	_, rdb := single(t)
+	c := newLocks(t, rdb)
+	ctx := context.Background()
+	l := mustLock(t, c.Mutex("idle"), ctx)
+	time.Sleep(100 * time.Millisecond)
+	mustUnlock(t, l)
+	if n := infoCalls(t, rdb); n == 0 {
+		t.Fatal("no INFO while the Client held a lock: the restart watch did not probe")
+	}
+	time.Sleep(300 * time.Millisecond) // a probe in flight ends
+	before := infoCalls(t, rdb)
+	time.Sleep(time.Second)
+	// The second read counts the first one.
+	if after := infoCalls(t, rdb); after != before+1 {
+		t.Fatalf("%d INFO calls in 1s by an idle Client, want 0", after-before-1)
+	}
+}
+
+// infoCalls is how many INFO commands the server ran (INFO commandstats).
+func infoCalls(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	stats, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	_, after, ok := strings.Cut(stats, "cmdstat_info:calls=")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.ParseInt(after[:strings.IndexByte(after, ',')], 10, 64)
+	return n
+}
