@@ -4,27 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
-// noTTLWait bounds one wait when the holder's TTL is unknown (the key has no
-// expiry, or pub/sub is unavailable), so a waiter never hangs on a lost
-// message.
-const noTTLWait = time.Second
-
-// acquire is the one acquisition loop every lock kind runs: try; if busy,
-// subscribe to the lock's channel and wait for a wake-up or the holder's TTL,
-// whichever is first; try again; until won, the wait budget is spent, or ctx
-// ends.
+// acquire runs one Lock or TryLock call of any kind: build the attempt,
+// tell the observer, run the loop (wait.go), and resolve what a failed call
+// may have left on the server (settle.go).
 func (c *Client) acquire(ctx context.Context, p protocol, wait bool, opts []LockOption) (*Lease, error) {
+	return c.acquireAs(ctx, p, wait, opts, "")
+}
+
+// acquireAs is acquire with the acquisition id chosen by the caller (a
+// semaphore names its holder with it); "" picks a fresh one.
+func (c *Client) acquireAs(ctx context.Context, p protocol, wait bool, opts []LockOption, id string) (*Lease, error) {
 	lc := buildLockConfig(opts)
 	if lc.err != nil {
 		return nil, lc.err
 	}
+	if lc.leaseTime > 0 && lc.leaseTime < time.Millisecond {
+		// Redis leases are whole milliseconds: less would hold nothing.
+		return nil, fmt.Errorf("%w: LeaseTime(%s) is shorter than 1ms", ErrInvalidOption, lc.leaseTime)
+	}
 	owner, err := c.ownerFor(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if id == "" {
+		id = c.newID()
 	}
 	info := p.info()
 	info.Label, info.Owner = lc.label, owner
@@ -33,12 +39,16 @@ func (c *Client) acquire(ctx context.Context, p protocol, wait bool, opts []Lock
 		lease = c.cfg.watchdogTimeout
 	}
 
-	a := attempt{c: c, p: p, info: info, lease: lease, watchdog: watchdog, start: time.Now()}
+	a := attempt{c: c, p: p, info: info, watchdog: watchdog, start: time.Now(),
+		t: try{owner: owner, id: id, lease: lease, final: !wait}}
 	actx := ctx
 	if obs := c.cfg.observer; obs != nil {
 		actx = obs.AcquireStart(ctx, AcquireStartEvent{Lock: info, Wait: wait, LeaseTime: lease, Watchdog: watchdog, Start: a.start})
 	}
 	l, err := a.run(ctx, actx, wait, lc.waitTimeout)
+	if err != nil {
+		a.settleIfNeeded(actx)
+	}
 	if obs := c.cfg.observer; obs != nil {
 		ev := AcquireEndEvent{Lock: info, Attempts: a.attempts, Waited: a.waited, Duration: time.Since(a.start), Lease: l, Err: err}
 		switch {
@@ -56,243 +66,80 @@ func (c *Client) acquire(ctx context.Context, p protocol, wait bool, opts []Lock
 	return l, err
 }
 
-// attempt is the state of one acquisition.
+// attempt is the state of one acquisition call. It is only ever touched by
+// the caller's goroutine: what an abandoned Redis call learns stays with the
+// goroutine that made it (try.go).
 type attempt struct {
 	c        *Client
 	p        protocol
 	info     LockInfo
-	lease    time.Duration
+	t        try
 	watchdog bool
 	start    time.Time
 
 	attempts int
 	waited   time.Duration
 	reentry  bool
+
+	// sent is set once an attempt of t.id may have reached Redis; settled
+	// once an abandoned attempt's goroutine took over resolving it; answered
+	// when the last attempt got a reply that already closed t.id on the
+	// server (a TryLock refusal).
+	sent, settled, answered bool
 }
 
-// run is the loop. ctx is the caller's (the lease derives from it); actx is
-// the observer's child of it (Redis calls and events run under it).
-func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Duration) (*Lease, error) {
-	c := a.c
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("keylock: acquire %q: %w", a.info.Name, err)
-	}
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
-	var waitUntil time.Time
-	if waitTimeout > 0 {
-		waitUntil = a.start.Add(waitTimeout)
-	}
-	var w *waiter
-	defer func() {
-		if w != nil {
-			c.hub.leave(w)
-		}
-	}()
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-
-	// woken is set when a wake-up was taken and not yet used by an attempt.
-	// Leaving with it (ctx ended, Redis failed) hands it back, so leave
-	// passes it to the next local waiter instead of losing it.
-	woken := false
-	handBack := func() {
-		if woken && w != nil {
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
-		}
-	}
-	for {
-		sent := time.Now()
-		rep, err := a.try(ctx, actx)
-		a.attempts++
-		if err != nil {
-			handBack()
-			switch err {
-			case errAbandoned:
-				return nil, fmt.Errorf("keylock: acquire %q: %w", a.info.Name, ctx.Err())
-			case ErrClosed:
-				return nil, ErrClosed
-			}
-			return nil, wrapRedis("acquire", a.info.Name, err)
-		}
-		woken = false
-		if rep.acquired {
-			return a.won(ctx, rep, sent)
-		}
-
-		busy := &LockedError{Name: a.info.Name, TTL: max(rep.ttl, 0)}
-		if !wait {
-			return nil, busy
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, &lockedCtxError{locked: busy, ctxErr: err}
-		}
-		d := rep.ttl
-		switch {
-		case d < -time.Millisecond: // the key vanished between the checks: retry now
-			continue
-		case d < 0: // the key has no expiry
-			d = noTTLWait
-		case d == 0: // expiring now, or no TTL to report: a short pause, not a spin
-			d = 10 * time.Millisecond
-		default: // retry just after the holder's lease ends
-			d += time.Millisecond
-		}
-		if !waitUntil.IsZero() {
-			left := time.Until(waitUntil)
-			if left <= 0 {
-				return nil, busy
-			}
-			d = min(d, left)
-		}
-		wake, ready := (<-chan struct{})(nil), (<-chan struct{})(nil)
-		if w == nil {
-			// Subscribe, then retry as soon as the subscription is live, so a
-			// release between the first attempt and the subscription is seen.
-			if w, err = c.hub.join(actx, a.p.channel()); err != nil {
-				w = nil
-				if errors.Is(err, ErrClosed) {
-					return nil, ErrClosed
-				}
-				d = min(d, noTTLWait) // no wake-ups: fall back to bounded waits
-			} else {
-				ready = w.ready
-			}
-		} else {
-			wake = w.wake
-		}
-		if obs := c.cfg.observer; obs != nil {
-			obs.Wait(actx, WaitEvent{Lock: a.info, Attempt: a.attempts, HolderTTL: rep.ttl})
-		}
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		began := time.Now()
-		select {
-		case <-wake:
-			woken = true
-		case <-ready:
-		case <-timer.C:
-		case <-ctx.Done():
-		case <-c.done:
-			a.waited += time.Since(began)
-			return nil, ErrClosed
-		}
-		a.waited += time.Since(began)
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			handBack()
-			return nil, &lockedCtxError{locked: busy, ctxErr: err}
-		}
-	}
-}
-
-// errAbandoned is try's answer when ctx ended before Redis replied.
-var errAbandoned = errors.New("keylock: attempt abandoned")
-
-// try makes one attempt. The Redis call itself never sees ctx's
-// cancellation — its reply is always read, so a lock won just as ctx ends is
-// known and given back — but the caller does not wait for it past ctx: when
-// ctx can end, the call runs on a goroutine owned by the Client, and if ctx
-// ends first try returns errAbandoned and that goroutine releases whatever
-// the late reply won.
-func (a *attempt) try(ctx, actx context.Context) (acquireReply, error) {
-	c := a.c
-	call := func() (acquireReply, error) {
-		c.loadScripts(actx)
-		return a.p.acquire(context.WithoutCancel(actx), a.info.Owner, a.lease)
-	}
-	if ctx.Done() == nil {
-		return call()
-	}
-	type result struct {
-		rep acquireReply
-		err error
-	}
-	var (
-		mu        sync.Mutex
-		abandoned bool
-	)
-	done := make(chan result, 1)
-	if !c.spawn(func() {
-		rep, err := call()
-		mu.Lock()
-		if !abandoned {
-			done <- result{rep, err} // buffered: never blocks
-			mu.Unlock()
-			return
-		}
-		mu.Unlock()
-		if err == nil && rep.acquired { // won after the caller left
-			rctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
-			_, _ = a.p.release(rctx, a.info.Owner, c.newID(), a.lease)
-			cancel()
-		}
-	}) {
-		return acquireReply{}, ErrClosed
-	}
-	select {
-	case r := <-done:
-		return r.rep, r.err
-	case <-ctx.Done():
-	}
-	mu.Lock()
-	select {
-	case r := <-done: // the reply made it after all
-		mu.Unlock()
-		return r.rep, r.err
-	default:
-	}
-	abandoned = true
-	mu.Unlock()
-	return acquireReply{}, errAbandoned
-}
-
-// won turns a successful attempt into a lease, or releases it again when ctx
-// ended or the Client closed meanwhile.
-func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (*Lease, error) {
+// won turns a successful attempt into a lease. It gives the lock back
+// instead when ctx ended or the Client closed meanwhile — and when the reply
+// came too late: a lease whose local safety deadline has passed is never
+// handed out (another owner may already hold the lock). late reports that
+// case, for Lock to try again with a new acquisition id.
+func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l *Lease, late bool, err error) {
 	c := a.c
 	a.reentry = rep.reentry
+	lease := a.t.lease
+	if deadline := sent.Add(lease - driftMargin(lease)); !time.Now().Before(deadline) {
+		a.giveBack()
+		return nil, true, fmt.Errorf("keylock: acquire %q: %w: the reply took %s, past the safety deadline of a %s lease; gave the lock back",
+			a.info.Name, ErrUnavailable, time.Since(sent).Round(time.Millisecond), lease)
+	}
+	p := a.p
+	if f, ok := p.(interface{ forID(string) protocol }); ok {
+		p = f.forID(a.t.id) // a semaphore holder is named by the acquisition id
+	}
 	cctx, cancel := context.WithCancelCause(ctx)
-	l := &Lease{
-		c: c, p: a.p, info: a.info, id: c.newID(), token: rep.token,
-		acquired: sent, watchdog: a.watchdog, lease: a.lease,
+	l = &Lease{
+		c: c, p: p, info: a.info, id: a.t.id, token: rep.token,
+		acquired: sent, watchdog: a.watchdog, lease: lease,
 		cancel: cancel,
 	}
 	l.ctx = &leaseContext{Context: cctx, l: l}
 	if !c.addLease(l, sent) {
-		a.giveBack(l)
-		return nil, ErrClosed
+		cancel(ErrClosed)
+		a.giveBack()
+		return nil, false, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		a.giveBack(l)
-		return nil, fmt.Errorf("keylock: acquire %q: won the lock as the context ended, released it: %w", a.info.Name, err)
+		c.removeLease(l)
+		l.cancel(context.Canceled)
+		a.giveBack()
+		return nil, false, fmt.Errorf("keylock: acquire %q: won the lock as the context ended, gave it back: %w", a.info.Name, err)
 	}
-	return l, nil
+	return l, false, nil
 }
 
-// giveBack releases a lock won too late, with a fresh bounded context.
-func (a *attempt) giveBack(l *Lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), a.c.cfg.releaseTimeout)
-	defer cancel()
-	if _, err := a.p.release(ctx, l.info.Owner, l.id, a.lease); err == nil {
-		l.released = true
+// giveBack resolves the current acquisition id on a Client-owned goroutine
+// (settle.go) and moves on to a new id: the old one is over.
+func (a *attempt) giveBack() {
+	a.c.settleLater(a.p, a.t)
+	a.t.id = a.c.newID()
+	a.sent, a.answered = false, false
+}
+
+// settleIfNeeded resolves, after a failed call, an acquisition that may
+// have left something on the server: a hold won by a copy of an attempt
+// whose reply was lost, a place in line, a write intent.
+func (a *attempt) settleIfNeeded(ctx context.Context) {
+	if a.sent && !a.settled && !a.answered {
+		a.c.settleLater(a.p, a.t)
 	}
-	a.c.removeLease(l)
-	l.cancel(context.Canceled)
 }

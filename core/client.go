@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -86,6 +87,33 @@ func (c *Client) Close() error {
 	c.hub.close()
 	c.wg.Wait()
 	return nil
+}
+
+// callContext is the context of a Redis call the Client makes on its own
+// behalf (an attempt whose caller may leave, a release, settling): it
+// carries parent's values (an observer's span) but not its cancellation —
+// the reply must be read — and it ends when the Client closes, so Close
+// does not wait on calls stuck in a partition (go-redis stops retrying and
+// waiting for a connection; a read in progress ends at its ReadTimeout).
+func (c *Client) callContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return clientContext{Context: parent, c: c}, func() {}
+}
+
+// clientContext is callContext's context.
+type clientContext struct {
+	context.Context // values only
+	c               *Client
+}
+
+func (x clientContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (x clientContext) Done() <-chan struct{}       { return x.c.done }
+func (x clientContext) Err() error {
+	select {
+	case <-x.c.done:
+		return context.Canceled
+	default:
+		return nil
+	}
 }
 
 func (c *Client) isClosed() bool {

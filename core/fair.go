@@ -13,8 +13,8 @@ import (
 const DefaultFairWaiterTimeout = 5 * time.Second
 
 var (
-	scriptFairAcquire = registerScript("fair_acquire", "lib_fence")
-	scriptFairRelease = registerScript("fair_release", "lib_fence", "lib_queue")
+	scriptFairAcquire = registerScript("fair_acquire", "lib_fence", "lib_attempt")
+	scriptFairRelease = registerScript("fair_release", "lib_fence", "lib_queue", "lib_attempt")
 	scriptFairLeave   = registerScript("fair_leave", "lib_fence", "lib_queue")
 )
 
@@ -103,29 +103,25 @@ func (f *FairMutex) lock(ctx context.Context, wait bool, opts []LockOption) (*Le
 	if f.err != nil {
 		return nil, f.err
 	}
-	a := &fairAttempt{FairMutex: f, wait: wait}
-	l, err := f.c.acquire(ctx, a, wait, opts)
-	if err != nil && a.queued {
-		a.leave()
-	}
-	return l, err
+	return f.c.acquire(ctx, fairAttempt{FairMutex: f, wait: wait}, wait, opts)
 }
 
-// fairAttempt is the protocol of one Lock or TryLock call: it remembers the
-// owner (whose channel the waiter listens on) and whether it stands in line.
+// fairAttempt is the protocol of one Lock or TryLock call. It is a value
+// that nothing writes to: a waiter's channel is named by its owner, which
+// each call passes in.
 type fairAttempt struct {
 	*FairMutex
-	wait   bool
-	owner  string
-	queued bool
+	wait bool
 }
 
-func (a *fairAttempt) info() LockInfo  { return LockInfo{Kind: KindFair, Name: a.k.name} }
-func (a *fairAttempt) holdKey() string { return "fair\x00" + a.k.lock }
-func (a *fairAttempt) channel() string { return a.chPrefix + a.owner }
+func (a fairAttempt) info() LockInfo  { return LockInfo{Kind: KindFair, Name: a.k.name} }
+func (a fairAttempt) holdKey() string { return "fair\x00" + a.k.lock }
 
-func (a *fairAttempt) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
-	a.owner = owner
+// channel is the waiter's own channel: a release wakes only the first in
+// line.
+func (a fairAttempt) channel(owner string) string { return a.chPrefix + owner }
+
+func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	pub, err := a.c.hub.publishCommand(ctx)
 	if err != nil {
 		return acquireReply{}, err
@@ -134,50 +130,47 @@ func (a *fairAttempt) acquire(ctx context.Context, owner string, lease time.Dura
 	if a.wait {
 		join = "1"
 	}
-	rep, err := a.c.acquireScript(ctx, a, owner, lease, scriptFairAcquire,
-		[]string{a.k.lock, a.queue, a.deadlines, a.k.fence, a.chPrefix},
-		owner, ms(lease), ms(fenceTTL), ms(a.waiterTimeout), pub, join)
-	if err == nil {
-		a.queued = a.wait && !rep.acquired
-	}
-	return rep, err
+	return a.c.acquireScript(ctx, a, t, scriptFairAcquire,
+		[]string{a.k.lock, a.queue, a.deadlines, a.k.fence, a.chPrefix, a.k.receipt(t.id)},
+		t.owner, ms(t.lease), ms(fenceTTL), ms(a.waiterTimeout), pub, join, t.recordTTL())
 }
 
-// leave takes a waiter that gave up out of the line, with a fresh bounded
-// context (the caller's has usually ended). If it fails, the waiter is
+// abort resolves the acquisition (a hold it won is given back, a late copy
+// refused), then takes the waiter out of the line: the resolution comes
+// first, so that no late copy can queue it again. If it fails, a waiter is
 // evicted after the waiter timeout anyway.
-func (a *fairAttempt) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), a.c.cfg.releaseTimeout)
-	defer cancel()
+func (a fairAttempt) abort(ctx context.Context, t try) error {
+	if _, err := a.releaseAs(ctx, t.owner, t.id, t.lease, "1"); err != nil {
+		return err
+	}
+	if !a.wait {
+		return nil // TryLock never queues
+	}
 	pub, err := a.c.hub.publishCommand(ctx)
 	if err != nil {
-		return
+		return err
 	}
-	_ = scriptFairLeave.run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix}, a.owner, pub).Err()
+	return scriptFairLeave.run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix}, t.owner, pub).Err()
 }
 
-func (a *fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
+func (a fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
 	return scriptMutexRenew.EvalSha(ctx, pipe, []string{a.k.lock}, owner, ms(lease))
 }
 
-func (a *fairAttempt) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
+func (a fairAttempt) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
 	return decodeRenew(scriptMutexRenew.run(ctx, a.c.rdb, []string{a.k.lock}, owner, ms(lease)))
 }
 
-func (a *fairAttempt) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+func (a fairAttempt) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+	return a.releaseAs(ctx, owner, leaseID, lease, "0")
+}
+
+func (a fairAttempt) releaseAs(ctx context.Context, owner, id string, lease time.Duration, abort string) (releaseReply, error) {
 	pub, err := a.c.hub.publishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}
-	v, err := scriptFairRelease.run(ctx, a.c.rdb,
-		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(leaseID), a.chPrefix},
-		owner, ms(lease), pub, ms(receiptTTL)).Result()
-	if err != nil {
-		return releaseReply{}, err
-	}
-	n, err := toInt64(v)
-	if err != nil {
-		return releaseReply{}, err
-	}
-	return releaseReply{held: n >= 0, remaining: n}, nil
+	return decodeRelease(scriptFairRelease.run(ctx, a.c.rdb,
+		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(id), a.chPrefix},
+		owner, ms(lease), pub, ms(receiptTTL), abort))
 }

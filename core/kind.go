@@ -17,8 +17,16 @@ type protocol interface {
 	// holdKey identifies what one owner holds, for the client's registry of
 	// renewed holds (e.g. the read and write side of an RW lock differ).
 	holdKey() string
-	// acquire makes one attempt for owner with the given lease.
-	acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error)
+	// acquire makes one attempt. Every copy of one attempt (go-redis
+	// retries a timed-out command) gets the same answer and changes nothing
+	// more (lib_attempt.lua).
+	acquire(ctx context.Context, t try) (acquireReply, error)
+	// abort resolves an attempt whose outcome the client does not know (an
+	// error, a caller that left, a reply too late to use): if it won, its
+	// hold is given back; if not, it is marked over so that no late copy
+	// can win; a waiter's place in line (fair lock, RW write intent) is
+	// given up. It is idempotent.
+	abort(ctx context.Context, t try) error
 	// renew queues one renewal on pipe; the reply is decoded by renewed.
 	renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd
 	// renewOne runs one renewal directly (used when a pipelined renewal hit
@@ -26,8 +34,35 @@ type protocol interface {
 	renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error)
 	// release gives back one hold; leaseID makes retries idempotent.
 	release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error)
-	// channel is the wake-up channel waiters subscribe to.
-	channel() string
+	// channel is the wake-up channel the waiter of owner subscribes to.
+	channel(owner string) string
+}
+
+// try is what one acquisition sends with each attempt.
+type try struct {
+	owner string
+	// id names the acquisition (every attempt of one Lock call uses it) and
+	// becomes the lease id when it wins; its record key is the lease's
+	// release receipt.
+	id    string
+	seq   int // which attempt of the acquisition this is: 1, 2, …
+	lease time.Duration
+	// final is set when no retry follows a refusal (TryLock): the script
+	// then marks the attempt over at once.
+	final bool
+}
+
+// recordTTL is how long an attempt's record is kept: at least as long as
+// the hold it won can live without renewal, so that resolving it later
+// still finds it, and at least receiptTTL.
+func (t try) recordTTL() string { return ms(max(t.lease, receiptTTL)) }
+
+// finalArg is the script argument of t.final.
+func (t try) finalArg() string {
+	if t.final {
+		return "1"
+	}
+	return "0"
 }
 
 // acquireReply is the decoded answer to one acquisition attempt.

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -58,14 +59,19 @@ func (l *Lease) Owner() string { return l.info.Owner }
 func (l *Lease) Kind() Kind { return l.info.Kind }
 
 // Unlock releases this lease's hold. A reentrant lock is freed (and one
-// waiter woken) when its last hold is released. Unlock returns ErrNotHeld
-// when the lock was no longer held (lost, expired, or already released by
-// this lease), and an error matching ErrUnavailable when Redis could not be
-// reached, or ctx's error when ctx ended before Redis answered (Unlock does
-// not wait past ctx). After such a failure the lock is no longer renewed — it expires
-// within its lease — and Unlock may be retried to free it sooner (a retry
-// never releases a second hold). The lease's context is cancelled when
-// Unlock returns, whatever the outcome.
+// waiter woken) when its last hold is released.
+//
+// Unlock returns ErrNotHeld when the lock was no longer held (lost,
+// expired, or already released by this lease) — also when the lease had
+// already been told of a loss (its context cancelled with ErrLockLost)
+// while Redis still had the lock within the drift margin: Unlock frees it
+// then, but the code under the lease was not covered since the loss. It
+// returns an error matching ErrUnavailable when Redis could not be reached,
+// or ctx's error when ctx ended before Redis answered (Unlock does not wait
+// past ctx). After such a failure the lock is no longer renewed — it
+// expires within its lease — and Unlock may be retried to free it sooner (a
+// retry never releases a second hold). The lease's context is cancelled
+// when Unlock returns, whatever the outcome.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -77,6 +83,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if obs != nil {
 		ctx = obs.ReleaseStart(ctx, ev)
 	}
+	// A lease already told it lost the lock (its context cancelled with
+	// ErrLockLost: a renewal found it gone, or its safety deadline passed)
+	// still releases — the lock may be ours until Redis expires it, and
+	// freeing it early helps the next owner — but Unlock reports ErrNotHeld:
+	// the caller was not covered by the lock since the loss.
+	lost := errors.Is(context.Cause(l.ctx), ErrLockLost)
 	rep, err := l.release(ctx, l.c.releaseStarted(l))
 	// Whatever the outcome, the lease leaves its hold now. On an error the
 	// caller is done with the lock even if Redis did not hear it: it is no
@@ -91,7 +103,10 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		err = wrapRedis("release", l.info.Name, err)
 	default:
 		l.released = true
-		if !rep.held {
+		switch {
+		case lost:
+			err = fmt.Errorf("%w: %q: the lease was lost before Unlock (released what was left)", ErrNotHeld, l.info.Name)
+		case !rep.held:
 			err = fmt.Errorf("%w: %q", ErrNotHeld, l.info.Name)
 		}
 	}
@@ -111,9 +126,11 @@ func (l *Lease) Unlock(ctx context.Context) error {
 // Unlock is safe either way (release receipts).
 func (l *Lease) release(ctx context.Context, lease time.Duration) (releaseReply, error) {
 	call := func() (releaseReply, error) {
-		return l.p.release(context.WithoutCancel(ctx), l.info.Owner, l.id, lease)
+		cctx, cancel := l.c.callContext(ctx)
+		defer cancel()
+		return l.p.release(cctx, l.info.Owner, l.id, lease)
 	}
-	if ctx.Done() == nil {
+	if ctx.Done() == nil && !l.c.isClosed() {
 		return call()
 	}
 	type result struct {
@@ -125,7 +142,8 @@ func (l *Lease) release(ctx context.Context, lease time.Duration) (releaseReply,
 		rep, err := call()
 		done <- result{rep, err}
 	}) {
-		return call() // the Client is closed: release in place
+		// The Client is closed: release in place, bounded by ctx.
+		return l.p.release(ctx, l.info.Owner, l.id, lease)
 	}
 	select {
 	case r := <-done:

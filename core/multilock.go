@@ -170,12 +170,15 @@ type multiHold struct {
 
 var errMultiHold = errors.New("keylock: internal: a MultiLock lease is never acquired or renewed itself")
 
-func (h *multiHold) info() LockInfo  { return LockInfo{Kind: KindMultiLock} }
-func (h *multiHold) holdKey() string { return "" }
-func (h *multiHold) channel() string { return "" }
-func (h *multiHold) acquire(context.Context, string, time.Duration) (acquireReply, error) {
+func (h *multiHold) info() LockInfo        { return LockInfo{Kind: KindMultiLock} }
+func (h *multiHold) holdKey() string       { return "" }
+func (h *multiHold) channel(string) string { return "" }
+func (h *multiHold) acquire(context.Context, try) (acquireReply, error) {
 	return acquireReply{}, errMultiHold
 }
+
+// abort has nothing to resolve: each sub-lock's acquisition resolved its own.
+func (h *multiHold) abort(context.Context, try) error { return nil }
 func (h *multiHold) renew(ctx context.Context, _ redis.Pipeliner, _ string, _ time.Duration) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)
 	cmd.SetErr(errMultiHold)

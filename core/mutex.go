@@ -61,26 +61,34 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error)
 	return m.c.acquire(ctx, m, false, opts)
 }
 
-func (m *Mutex) info() LockInfo   { return LockInfo{Kind: m.kind, Name: m.k.name} }
-func (m *Mutex) holdKey() string  { return m.k.lock }
-func (m *Mutex) channel() string  { return m.k.ch }
-func ms(d time.Duration) string   { return strconv.FormatInt(d.Milliseconds(), 10) }
-func msDur(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+func (m *Mutex) info() LockInfo        { return LockInfo{Kind: m.kind, Name: m.k.name} }
+func (m *Mutex) holdKey() string       { return m.k.lock }
+func (m *Mutex) channel(string) string { return m.k.ch }
+func ms(d time.Duration) string        { return strconv.FormatInt(d.Milliseconds(), 10) }
+func msDur(n int64) time.Duration      { return time.Duration(n) * time.Millisecond }
 
-func (m *Mutex) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
-	return m.c.acquireScript(ctx, m, owner, lease, scriptMutexAcquire, []string{m.k.lock, m.k.fence},
-		owner, ms(lease), ms(fenceTTL))
+func (m *Mutex) acquire(ctx context.Context, t try) (acquireReply, error) {
+	return m.c.acquireScript(ctx, m, t, scriptMutexAcquire, []string{m.k.lock, m.k.fence, m.k.receipt(t.id)},
+		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg())
+}
+
+func (m *Mutex) abort(ctx context.Context, t try) error {
+	_, err := m.releaseAs(ctx, t.owner, t.id, t.lease, "1")
+	return err
 }
 
 // decodeAcquire reads the {status, value} reply shared by acquire scripts:
 // status 1 fresh (value = token), 2 re-entry (value = token), 0 busy
-// (value = holder's pttl in ms).
+// (value = holder's pttl in ms), -2 a copy of an acquisition already
+// resolved.
 func decodeAcquire(v any) (acquireReply, error) {
 	status, val, err := pair(v)
 	if err != nil {
 		return acquireReply{}, err
 	}
 	switch status {
+	case -2:
+		return acquireReply{}, errAttemptOver
 	case 1, 2:
 		return acquireReply{acquired: true, reentry: status == 2, token: uint64(val)}, nil
 	default:
@@ -97,18 +105,16 @@ func (m *Mutex) renewOne(ctx context.Context, owner string, lease time.Duration)
 }
 
 func (m *Mutex) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+	return m.releaseAs(ctx, owner, leaseID, lease, "0")
+}
+
+// releaseAs runs the release script; abort "1" resolves an acquisition of
+// unknown outcome instead (see protocol.abort).
+func (m *Mutex) releaseAs(ctx context.Context, owner, id string, lease time.Duration, abort string) (releaseReply, error) {
 	pub, err := m.c.hub.publishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}
-	v, err := scriptMutexRelease.run(ctx, m.c.rdb, []string{m.k.lock, m.k.receipt(leaseID), m.k.ch},
-		owner, ms(lease), pub, ms(receiptTTL)).Result()
-	if err != nil {
-		return releaseReply{}, err
-	}
-	n, err := toInt64(v)
-	if err != nil {
-		return releaseReply{}, err
-	}
-	return releaseReply{held: n >= 0, remaining: n}, nil
+	return decodeRelease(scriptMutexRelease.run(ctx, m.c.rdb, []string{m.k.lock, m.k.receipt(id), m.k.ch},
+		owner, ms(lease), pub, ms(receiptTTL), abort))
 }

@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	scriptRedlockAcquire = registerScript("redlock_acquire", "lib_fence")
+	scriptRedlockAcquire = registerScript("redlock_acquire", "lib_fence", "lib_attempt")
 	scriptRedlockFence   = registerScript("redlock_fence")
 )
 
@@ -136,9 +136,9 @@ type redlockAttempt struct {
 	budgetEnd time.Time
 }
 
-func (a *redlockAttempt) info() LockInfo  { return LockInfo{Kind: KindRedLock, Name: a.k.name} }
-func (a *redlockAttempt) holdKey() string { return "redlock\x00" + a.k.lock }
-func (a *redlockAttempt) channel() string { return a.k.ch }
+func (a *redlockAttempt) info() LockInfo        { return LockInfo{Kind: KindRedLock, Name: a.k.name} }
+func (a *redlockAttempt) holdKey() string       { return "redlock\x00" + a.k.lock }
+func (a *redlockAttempt) channel(string) string { return a.k.ch }
 
 // nodeTimeout bounds one node's attempt: a share (1/N) of what is left of
 // the wait budget (at least minNodeTimeout), at most a third of the lease.
@@ -157,17 +157,23 @@ type nodeReply struct {
 	err             error
 }
 
-func (a *redlockAttempt) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
+// roundID names one round (one attempt) of an acquisition on the nodes: a
+// lost round gives back what it won by this id, and the next round must not
+// be refused for it.
+func roundID(t try) string { return t.id + "/" + strconv.Itoa(t.seq) }
+
+func (a *redlockAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
+	owner, lease, round := t.owner, t.lease, roundID(t)
 	start := time.Now()
 	ctx = context.WithoutCancel(ctx)
 	decided := make(chan struct{})
 	var won bool // written before decided is closed
 	replies, got := fanout(a.clients, a.nodeTimeout(lease), func(i int, c *Client) nodeReply {
-		return a.acquireNode(ctx, i, owner, lease)
+		return a.acquireNode(ctx, i, t, round)
 	}, func(i int, rep nodeReply) {
 		<-decided // a late grant is kept by a won round and given back by a lost one
-		if rep.err == nil && rep.status > 0 && !won {
-			a.releaseNodes(owner, []int{i}, lease)
+		if !won {
+			a.abortNodes(t, round, []int{i})
 		}
 	})
 	defer close(decided)
@@ -221,12 +227,13 @@ func (a *redlockAttempt) acquire(ctx context.Context, owner string, lease time.D
 			won = true
 			return acquireReply{acquired: true, reentry: reentry, token: token}, nil
 		}
-		a.releaseNodes(owner, granted, lease)
+		a.abortNodes(t, round, unsettled(replies, got))
 		return acquireReply{}, fmt.Errorf("redlock %q: %w", a.k.name, err)
 	}
 
-	// No majority: give back what was granted, then say why.
-	a.releaseNodes(owner, granted, lease)
+	// No majority: give back what was granted (and resolve nodes whose
+	// answer is unknown), then say why.
+	a.abortNodes(t, round, unsettled(replies, got))
 	if answered < a.quorum {
 		return acquireReply{}, fmt.Errorf("redlock %q: %d of %d nodes answered, need %d: %w", a.k.name, answered, len(a.clients), a.quorum, firstErr)
 	}
@@ -246,29 +253,47 @@ func (a *redlockAttempt) acquire(ctx context.Context, owner string, lease time.D
 
 // acquireNode runs node i's part of an acquisition, with that node's
 // Client (its replica sync included).
-func (a *redlockAttempt) acquireNode(ctx context.Context, i int, owner string, lease time.Duration) nodeReply {
+func (a *redlockAttempt) acquireNode(ctx context.Context, i int, t try, round string) nodeReply {
 	c, m := a.clients[i], a.nodes[i]
 	c.loadScripts(ctx)
-	v, acked, err := c.evalWrite(ctx, scriptRedlockAcquire, []string{m.k.lock, m.k.fence}, owner, ms(lease), ms(fenceTTL))
+	nt := t
+	nt.id = round
+	v, acked, err := c.evalWrite(ctx, scriptRedlockAcquire, []string{m.k.lock, m.k.fence, m.k.receipt(round)},
+		t.owner, ms(t.lease), ms(fenceTTL), nt.recordTTL())
 	if err != nil {
 		return nodeReply{err: err}
 	}
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 3 {
+	if !ok || len(arr) < 2 || len(arr) > 3 {
 		return nodeReply{err: fmt.Errorf("unexpected reply %v", v)}
 	}
-	var rep nodeReply
-	for j, p := range []*int64{&rep.status, &rep.val, &rep.up} {
+	rep := nodeReply{up: -1}
+	for j, p := range []*int64{&rep.status, &rep.val, &rep.up}[:len(arr)] {
 		if *p, err = toInt64(arr[j]); err != nil {
 			return nodeReply{err: err}
 		}
 	}
+	if rep.status == -2 {
+		return nodeReply{err: errAttemptOver}
+	}
 	if rep.status > 0 {
-		if err := c.replicated(ctx, m, owner, lease, acked); err != nil {
+		if err := c.replicated(ctx, m, nt, acked); err != nil {
 			return nodeReply{err: err}
 		}
 	}
 	return rep
+}
+
+// unsettled lists the nodes a lost round must resolve: those that granted
+// it, and those whose answer is unknown (no reply in time, or an error).
+func unsettled(replies []nodeReply, got []bool) []int {
+	var nodes []int
+	for i, rep := range replies {
+		if !got[i] || rep.err != nil || rep.status > 0 {
+			nodes = append(nodes, i)
+		}
+	}
+	return nodes
 }
 
 // fence makes the RedLock's token: the largest token of the granting nodes,
@@ -316,9 +341,10 @@ func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Dur
 	return token, false, nil
 }
 
-// releaseNodes gives back one hold on each of the given nodes, in parallel,
-// with a fresh bounded context (a failure leaves the hold to its lease).
-func (a *redlockAttempt) releaseNodes(owner string, nodes []int, lease time.Duration) {
+// abortNodes resolves round on each of the given nodes, in parallel, with
+// a fresh bounded context: a hold the round won there is given back, a late
+// copy of it refused (a failure leaves a won hold to its lease).
+func (a *redlockAttempt) abortNodes(t try, round string, nodes []int) {
 	if len(nodes) == 0 {
 		return
 	}
@@ -329,9 +355,20 @@ func (a *redlockAttempt) releaseNodes(owner string, nodes []int, lease time.Dura
 	fanout(sub, a.clients[0].cfg.releaseTimeout, func(j int, c *Client) nodeReply {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
 		defer cancel()
-		_, err := a.nodes[nodes[j]].release(ctx, owner, c.newID(), lease)
+		_, err := a.nodes[nodes[j]].releaseAs(ctx, t.owner, round, t.lease, "1")
 		return nodeReply{err: err}
 	}, nil)
+}
+
+// abort resolves the acquisition's last round on every node (a won round
+// whose caller left is given back).
+func (a *redlockAttempt) abort(_ context.Context, t try) error {
+	all := make([]int, len(a.clients))
+	for i := range all {
+		all[i] = i
+	}
+	a.abortNodes(t, roundID(t), all)
+	return nil
 }
 
 // renew extends the lease on every node, in parallel. The reply it returns
@@ -518,20 +555,4 @@ func fanoutUntil(clients []*Client, bound time.Duration, f func(i int, c *Client
 	defer r.mu.Unlock()
 	r.closed = true
 	return append([]nodeReply(nil), r.replies...), append([]bool(nil), r.got...)
-}
-
-// spawn runs f on a goroutine that Close waits for. It reports false, and
-// does not run f, when the Client is closed.
-func (c *Client) spawn(f func()) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		f()
-	}()
-	return true
 }

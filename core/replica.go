@@ -130,7 +130,7 @@ func isRedirect(err error) bool {
 // replicas acknowledged, it releases the hold just taken (one hold: a
 // re-entry goes back to its previous count) and returns an error matching
 // ErrReplicaSync and ErrUnavailable.
-func (c *Client) replicated(ctx context.Context, p protocol, owner string, lease time.Duration, acked int) error {
+func (c *Client) replicated(ctx context.Context, p protocol, t try, acked int) error {
 	rs := c.cfg.replica
 	if rs == nil || acked == noReplicaCheck || acked >= rs.replicas {
 		return nil
@@ -138,7 +138,7 @@ func (c *Client) replicated(ctx context.Context, p protocol, owner string, lease
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 	defer cancel()
 	undo := "released it again"
-	if _, err := p.release(rctx, owner, c.newID(), lease); err != nil {
+	if err := p.abort(rctx, t); err != nil {
 		undo = fmt.Sprintf("releasing it failed (it expires with its lease): %v", err)
 	}
 	return fmt.Errorf("%w: %w: %q: %d of %d replicas acknowledged within %s; %s",
@@ -148,7 +148,7 @@ func (c *Client) replicated(ctx context.Context, p protocol, owner string, lease
 // acquireScript is the acquire step of the kinds whose script answers the
 // {status, value} shape of decodeAcquire: it runs s (with WAIT when replica
 // sync is on) and undoes an acquisition the replicas did not acknowledge.
-func (c *Client) acquireScript(ctx context.Context, p protocol, owner string, lease time.Duration, s *script, keys []string, args ...any) (acquireReply, error) {
+func (c *Client) acquireScript(ctx context.Context, p protocol, t try, s *script, keys []string, args ...any) (acquireReply, error) {
 	v, acked, err := c.evalWrite(ctx, s, keys, args...)
 	if err != nil {
 		return acquireReply{}, err
@@ -157,7 +157,7 @@ func (c *Client) acquireScript(ctx context.Context, p protocol, owner string, le
 	if err != nil || !rep.acquired {
 		return rep, err
 	}
-	if err := c.replicated(ctx, p, owner, lease, acked); err != nil {
+	if err := c.replicated(ctx, p, t, acked); err != nil {
 		return acquireReply{}, err
 	}
 	return rep, nil

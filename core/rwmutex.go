@@ -13,11 +13,11 @@ import (
 const writeIntentTTL = 3 * time.Second
 
 var (
-	scriptRWReadAcquire  = registerScript("rw_read_acquire", "lib_fence", "lib_lease")
+	scriptRWReadAcquire  = registerScript("rw_read_acquire", "lib_fence", "lib_lease", "lib_attempt")
 	scriptLeaseRenew     = registerScript("lease_renew", "lib_fence", "lib_lease")
-	scriptRWReadRelease  = registerScript("rw_read_release", "lib_fence", "lib_lease")
-	scriptRWWriteAcquire = registerScript("rw_write_acquire", "lib_fence", "lib_lease")
-	scriptRWWriteRelease = registerScript("rw_write_release")
+	scriptRWReadRelease  = registerScript("rw_read_release", "lib_fence", "lib_lease", "lib_attempt")
+	scriptRWWriteAcquire = registerScript("rw_write_acquire", "lib_fence", "lib_lease", "lib_attempt")
+	scriptRWWriteRelease = registerScript("rw_write_release", "lib_attempt")
 	scriptRWWriteLeave   = registerScript("rw_write_leave")
 )
 
@@ -106,12 +106,7 @@ func (rw *RWMutex) lock(ctx context.Context, wait bool, opts []LockOption) (*Lea
 	if rw.err != nil {
 		return nil, rw.err
 	}
-	a := &rwWrite{RWMutex: rw, wait: wait}
-	l, err := rw.c.acquire(ctx, a, wait, opts)
-	if err != nil && a.intent {
-		a.leave()
-	}
-	return l, err
+	return rw.c.acquire(ctx, rwWrite{RWMutex: rw, wait: wait}, wait, opts)
 }
 
 // RLocker returns a Locker whose Lock and TryLock take read locks (like
@@ -135,14 +130,19 @@ func (r readLocker) Name() string { return r.rw.k.name }
 // rwRead is the protocol of the read side.
 type rwRead struct{ *RWMutex }
 
-func (r rwRead) info() LockInfo  { return LockInfo{Kind: KindRead, Name: r.k.name} }
-func (r rwRead) holdKey() string { return "read\x00" + r.k.lock }
-func (r rwRead) channel() string { return r.rch }
+func (r rwRead) info() LockInfo        { return LockInfo{Kind: KindRead, Name: r.k.name} }
+func (r rwRead) holdKey() string       { return "read\x00" + r.k.lock }
+func (r rwRead) channel(string) string { return r.rch }
 
-func (r rwRead) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
-	return r.c.acquireScript(ctx, r, owner, lease, scriptRWReadAcquire,
-		[]string{r.k.lock, r.readers, r.counts, r.intents, r.k.fence},
-		owner, ms(lease), ms(fenceTTL))
+func (r rwRead) acquire(ctx context.Context, t try) (acquireReply, error) {
+	return r.c.acquireScript(ctx, r, t, scriptRWReadAcquire,
+		[]string{r.k.lock, r.readers, r.counts, r.intents, r.k.fence, r.k.receipt(t.id)},
+		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg())
+}
+
+func (r rwRead) abort(ctx context.Context, t try) error {
+	_, err := r.releaseAs(ctx, t.owner, t.id, t.lease, "1")
+	return err
 }
 
 func (r rwRead) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
@@ -154,71 +154,78 @@ func (r rwRead) renewOne(ctx context.Context, owner string, lease time.Duration)
 }
 
 func (r rwRead) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+	return r.releaseAs(ctx, owner, leaseID, lease, "0")
+}
+
+func (r rwRead) releaseAs(ctx context.Context, owner, id string, lease time.Duration, abort string) (releaseReply, error) {
 	pub, err := r.c.hub.publishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptRWReadRelease.run(ctx, r.c.rdb,
-		[]string{r.readers, r.counts, r.k.receipt(leaseID), r.wch},
-		owner, ms(lease), pub, ms(receiptTTL)))
+		[]string{r.readers, r.counts, r.k.receipt(id), r.wch},
+		owner, ms(lease), pub, ms(receiptTTL), abort))
 }
 
-// rwWrite is the protocol of one Lock or TryLock call on the write side: it
-// remembers whether it left a write intent to withdraw if it gives up.
+// rwWrite is the protocol of one Lock or TryLock call on the write side. It
+// is a value nothing writes to.
 type rwWrite struct {
 	*RWMutex
-	wait   bool
-	owner  string
-	intent bool
+	wait bool
 }
 
-func (w *rwWrite) info() LockInfo  { return LockInfo{Kind: KindWrite, Name: w.k.name} }
-func (w *rwWrite) holdKey() string { return "write\x00" + w.k.lock }
-func (w *rwWrite) channel() string { return w.wch }
+func (w rwWrite) info() LockInfo        { return LockInfo{Kind: KindWrite, Name: w.k.name} }
+func (w rwWrite) holdKey() string       { return "write\x00" + w.k.lock }
+func (w rwWrite) channel(string) string { return w.wch }
 
-func (w *rwWrite) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
-	w.owner = owner
+func (w rwWrite) acquire(ctx context.Context, t try) (acquireReply, error) {
 	join := "0"
 	if w.wait {
 		join = "1"
 	}
-	rep, err := w.c.acquireScript(ctx, w, owner, lease, scriptRWWriteAcquire,
-		[]string{w.k.lock, w.readers, w.counts, w.intents, w.k.fence},
-		owner, ms(lease), ms(fenceTTL), ms(writeIntentTTL), join)
-	if err == nil {
-		w.intent = w.wait && !rep.acquired
-	}
-	return rep, err
+	return w.c.acquireScript(ctx, w, t, scriptRWWriteAcquire,
+		[]string{w.k.lock, w.readers, w.counts, w.intents, w.k.fence, w.k.receipt(t.id)},
+		t.owner, ms(t.lease), ms(fenceTTL), ms(writeIntentTTL), join, t.recordTTL())
 }
 
-// leave withdraws the intent of a writer that gave up, with a fresh bounded
-// context. If it fails, the intent lapses after writeIntentTTL anyway.
-func (w *rwWrite) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.releaseTimeout)
-	defer cancel()
+// abort resolves the acquisition (a hold it won is given back, a late copy
+// refused), then withdraws the writer's intent: the resolution comes first,
+// so that no late copy can record it again. If it fails, the intent lapses
+// after writeIntentTTL anyway.
+func (w rwWrite) abort(ctx context.Context, t try) error {
+	if _, err := w.releaseAs(ctx, t.owner, t.id, t.lease, "1"); err != nil {
+		return err
+	}
+	if !w.wait {
+		return nil // TryLock records no intent
+	}
 	pub, err := w.c.hub.publishCommand(ctx)
 	if err != nil {
-		return
+		return err
 	}
-	_ = scriptRWWriteLeave.run(ctx, w.c.rdb, []string{w.intents, w.rch}, w.owner, pub).Err()
+	return scriptRWWriteLeave.run(ctx, w.c.rdb, []string{w.intents, w.rch}, t.owner, pub).Err()
 }
 
-func (w *rwWrite) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
+func (w rwWrite) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
 	return scriptMutexRenew.EvalSha(ctx, pipe, []string{w.k.lock}, owner, ms(lease))
 }
 
-func (w *rwWrite) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
+func (w rwWrite) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
 	return decodeRenew(scriptMutexRenew.run(ctx, w.c.rdb, []string{w.k.lock}, owner, ms(lease)))
 }
 
-func (w *rwWrite) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+func (w rwWrite) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+	return w.releaseAs(ctx, owner, leaseID, lease, "0")
+}
+
+func (w rwWrite) releaseAs(ctx context.Context, owner, id string, lease time.Duration, abort string) (releaseReply, error) {
 	pub, err := w.c.hub.publishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptRWWriteRelease.run(ctx, w.c.rdb,
-		[]string{w.k.lock, w.intents, w.k.receipt(leaseID), w.rch, w.wch},
-		owner, ms(lease), pub, ms(receiptTTL)))
+		[]string{w.k.lock, w.intents, w.k.receipt(id), w.rch, w.wch},
+		owner, ms(lease), pub, ms(receiptTTL), abort))
 }
 
 // decodeRelease reads the reply shared by release scripts: the holds the

@@ -49,8 +49,8 @@ func registerScript(name string, libs ...string) *script {
 }
 
 var (
-	scriptMutexAcquire = registerScript("mutex_acquire", "lib_fence")
-	scriptMutexRelease = registerScript("mutex_release")
+	scriptMutexAcquire = registerScript("mutex_acquire", "lib_fence", "lib_attempt")
+	scriptMutexRelease = registerScript("mutex_release", "lib_attempt")
 	scriptMutexRenew   = registerScript("mutex_renew")
 )
 

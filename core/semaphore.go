@@ -10,8 +10,8 @@ import (
 )
 
 var (
-	scriptSemAcquire     = registerScript("sem_acquire", "lib_fence", "lib_lease")
-	scriptSemRelease     = registerScript("sem_release")
+	scriptSemAcquire     = registerScript("sem_acquire", "lib_fence", "lib_lease", "lib_attempt")
+	scriptSemRelease     = registerScript("sem_release", "lib_attempt")
 	scriptSemSetPermits  = registerScript("sem_set_permits")
 	scriptSemAvailable   = registerScript("sem_available")
 	errSemaphoreTooSmall = errors.New("keylock: more permits than the semaphore has")
@@ -90,10 +90,15 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool, opts []LockOp
 	if n < 1 {
 		return nil, fmt.Errorf("%w: semaphore %q: cannot acquire %d permits", ErrInvalidOption, s.k.name, n)
 	}
-	a := &semAttempt{Semaphore: s, n: n, holder: s.c.newID()}
-	l, err := s.c.acquire(ctx, a, wait, opts)
-	if err != nil && a.tooFew > 0 {
-		return nil, fmt.Errorf("%w: semaphore %q: asked for %d permits, it has %d", ErrInvalidOption, s.k.name, n, a.tooFew)
+	if n > s.permits {
+		return nil, fmt.Errorf("%w: semaphore %q: asked for %d permits, this handle has %d", ErrInvalidOption, s.k.name, n, s.permits)
+	}
+	// The acquisition id names the holder: its permits are kept under it.
+	id := s.c.newID()
+	l, err := s.c.acquireAs(ctx, semAttempt{Semaphore: s, n: n, holder: id}, wait, opts, id)
+	var small *semTooSmallError
+	if errors.As(err, &small) {
+		return nil, fmt.Errorf("%w: semaphore %q: asked for %d permits, it has %d", ErrInvalidOption, s.k.name, n, small.size)
 	}
 	return l, err
 }
@@ -138,21 +143,30 @@ func (s *Semaphore) Available(ctx context.Context) (size, free int, err error) {
 }
 
 // semAttempt is the protocol of one acquisition: one holder, with its own
-// id (the field its permits are kept under) and its own hold.
+// id (the field its permits are kept under) and its own hold. The holder id
+// is the acquisition's id; an acquisition that has to start over with a new
+// id (a reply too late to use) becomes a holder of that id.
 type semAttempt struct {
 	*Semaphore
 	n      int
 	holder string
-	tooFew int // > 0: n exceeds this permit count
 }
 
-func (a *semAttempt) info() LockInfo  { return LockInfo{Kind: KindSemaphore, Name: a.k.name} }
-func (a *semAttempt) holdKey() string { return "sem\x00" + a.k.lock + "\x00" + a.holder }
-func (a *semAttempt) channel() string { return a.k.ch }
+// semTooSmallError is the answer of an attempt asking for more permits than
+// the count stored by SetPermits.
+type semTooSmallError struct{ size int }
 
-func (a *semAttempt) acquire(ctx context.Context, owner string, lease time.Duration) (acquireReply, error) {
-	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire, []string{a.k.lock, a.expiry, a.size, a.k.fence},
-		a.holder, ms(lease), ms(fenceTTL), a.n, a.permits)
+func (e *semTooSmallError) Error() string { return errSemaphoreTooSmall.Error() }
+func (e *semTooSmallError) Unwrap() error { return errSemaphoreTooSmall }
+
+func (a semAttempt) info() LockInfo           { return LockInfo{Kind: KindSemaphore, Name: a.k.name} }
+func (a semAttempt) holdKey() string          { return "sem\x00" + a.k.lock + "\x00" + a.holder }
+func (a semAttempt) channel(string) string    { return a.k.ch }
+func (a semAttempt) forID(id string) protocol { a.holder = id; return a }
+
+func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
+	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire, []string{a.k.lock, a.expiry, a.size, a.k.fence, a.k.receipt(t.id)},
+		t.id, ms(t.lease), ms(fenceTTL), a.n, a.permits, t.recordTTL(), t.finalArg())
 	if err != nil {
 		return acquireReply{}, err
 	}
@@ -161,11 +175,12 @@ func (a *semAttempt) acquire(ctx context.Context, owner string, lease time.Durat
 		return acquireReply{}, err
 	}
 	switch status {
+	case -2:
+		return acquireReply{}, errAttemptOver
 	case -1:
-		a.tooFew = int(val)
-		return acquireReply{}, errSemaphoreTooSmall
+		return acquireReply{}, &semTooSmallError{size: int(val)}
 	case 1:
-		if err := a.c.replicated(ctx, a, owner, lease, acked); err != nil {
+		if err := a.c.replicated(ctx, a, t, acked); err != nil {
 			return acquireReply{}, err
 		}
 		return acquireReply{acquired: true, token: uint64(val)}, nil
@@ -173,19 +188,28 @@ func (a *semAttempt) acquire(ctx context.Context, owner string, lease time.Durat
 	return acquireReply{ttl: msDur(val)}, nil
 }
 
-func (a *semAttempt) renew(ctx context.Context, pipe redis.Pipeliner, _ string, lease time.Duration) *redis.Cmd {
+func (a semAttempt) abort(ctx context.Context, t try) error {
+	_, err := a.forID(t.id).(semAttempt).releaseAs(ctx, t.id, "1")
+	return err
+}
+
+func (a semAttempt) renew(ctx context.Context, pipe redis.Pipeliner, _ string, lease time.Duration) *redis.Cmd {
 	return scriptLeaseRenew.EvalSha(ctx, pipe, []string{a.expiry, a.k.lock}, a.holder, ms(lease))
 }
 
-func (a *semAttempt) renewOne(ctx context.Context, _ string, lease time.Duration) (bool, error) {
+func (a semAttempt) renewOne(ctx context.Context, _ string, lease time.Duration) (bool, error) {
 	return decodeRenew(scriptLeaseRenew.run(ctx, a.c.rdb, []string{a.expiry, a.k.lock}, a.holder, ms(lease)))
 }
 
-func (a *semAttempt) release(ctx context.Context, _, leaseID string, _ time.Duration) (releaseReply, error) {
+func (a semAttempt) release(ctx context.Context, _, leaseID string, _ time.Duration) (releaseReply, error) {
+	return a.releaseAs(ctx, leaseID, "0")
+}
+
+func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseReply, error) {
 	pub, err := a.c.hub.publishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptSemRelease.run(ctx, a.c.rdb,
-		[]string{a.k.lock, a.expiry, a.k.receipt(leaseID), a.k.ch}, a.holder, pub, ms(receiptTTL)))
+		[]string{a.k.lock, a.expiry, a.k.receipt(id), a.k.ch}, a.holder, pub, ms(receiptTTL), abort))
 }

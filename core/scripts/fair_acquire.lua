@@ -7,13 +7,16 @@
 --          the waiter is presumed dead and evicted when it reaches the head
 -- KEYS[4]  fence counter of this lock name
 -- KEYS[5]  prefix of the waiters' own wake-up channels (channel = prefix..owner)
+-- KEYS[6]  this attempt's record (lib_attempt), also its lease's release receipt
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  fence counter TTL in milliseconds
 -- ARGV[4]  waiter timeout in milliseconds
 -- ARGV[5]  publish command: 'publish' or 'spublish'
 -- ARGV[6]  '1': join (or stay in) the queue when the lock is not ours to
---          take; '0': one attempt only (TryLock), never queue
+--          take; '0': one attempt only (TryLock), never queue (the attempt
+--          is marked over when refused)
+-- ARGV[7]  attempt record TTL in milliseconds
 --
 -- Returns {1, token}  acquired fresh (the lock was free and the queue empty,
 --                     or we were first in line)
@@ -22,8 +25,14 @@
 --                     also renews its place (its deadline), so ms is capped
 --                     at a third of the waiter timeout. With ARGV[6] = '0',
 --                     ms is the holder's remaining lease (0 if none).
+--         {-2, 0}     this attempt is already over (a late copy): nothing
+--                     done (it does not queue again)
 --
 -- Every deadline is the server's clock (TIME), never a client's.
+local seen = attempt_seen(KEYS[6])
+if seen then
+  return seen
+end
 local now = now_ms()
 local wt = tonumber(ARGV[4])
 
@@ -49,7 +58,7 @@ if redis.call('exists', KEYS[1]) == 0 then
     local token = fence_next(KEYS[4], ARGV[3])
     redis.call('hset', KEYS[1], ARGV[1], 1, ':token', token)
     redis.call('pexpire', KEYS[1], ARGV[2])
-    return {1, token}
+    return attempt_won(KEYS[6], 1, token, ARGV[7])
   end
   -- Free, but another waiter is first in line: nudge it (it may have missed
   -- the release's wake-up, or become first by an eviction just now).
@@ -59,11 +68,12 @@ elseif redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('pexpire', KEYS[1], ARGV[2])
   end
-  return {2, redis.call('hget', KEYS[1], ':token')}
+  return attempt_won(KEYS[6], 2, redis.call('hget', KEYS[1], ':token'), ARGV[7])
 end
 
 local pttl = redis.call('pttl', KEYS[1])
 if ARGV[6] ~= '1' then
+  attempt_over(KEYS[6], ARGV[7])
   return {0, math.max(pttl, 0)}
 end
 -- Join the line, or renew our place in it.

@@ -11,12 +11,14 @@
 -- ARGV[2]  lease in milliseconds, applied while holds remain if longer than what is left
 -- ARGV[3]  publish command: 'publish' or 'spublish'
 -- ARGV[4]  receipt TTL in milliseconds
+-- ARGV[5]  '1': resolve an attempt whose outcome is unknown: release only if
+--          it won (its record says so), else mark it over (lib_attempt.lua)
 --
 -- Returns n >= 0  holds the owner still has (0: the lock was freed)
 --         -1      the owner does not hold the lock
-local done = redis.call('get', KEYS[4])
-if done then
-  return tonumber(done)
+local seen = release_seen(KEYS[4], ARGV[5], ARGV[4])
+if seen then
+  return seen
 end
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return -1

@@ -7,6 +7,8 @@
 -- ARGV[2]  lease in milliseconds, applied while holds remain if longer than what is left
 -- ARGV[3]  publish command: 'publish', or 'spublish' (sharded pub/sub)
 -- ARGV[4]  receipt TTL in milliseconds
+-- ARGV[5]  '1': resolve an attempt whose outcome is unknown: release only if
+--          it won (its record says so), else mark it over (lib_attempt.lua)
 --
 -- Returns n >= 0  holds the owner still has (0: the lock was deleted and one
 --                 wake-up published on KEYS[3])
@@ -14,9 +16,9 @@
 --
 -- A retry of a release whose reply was lost finds the receipt and returns
 -- the first answer instead of releasing a second hold.
-local done = redis.call('get', KEYS[2])
-if done then
-  return tonumber(done)
+local seen = release_seen(KEYS[2], ARGV[5], ARGV[4])
+if seen then
+  return seen
 end
 local held = redis.call('hget', KEYS[1], ARGV[1])
 if not held then

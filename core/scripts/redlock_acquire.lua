@@ -1,20 +1,29 @@
 -- redlock_acquire: one node's part of a RedLock acquisition: take (or
 -- re-enter) the reentrant mutex on this node, and report how long the node
--- has been up. Needs lib_fence.
+-- has been up. Needs lib_fence and lib_attempt.
 --
 -- KEYS[1]  lock hash: owner id -> hold count, plus ':token' -> fencing token
 -- KEYS[2]  fence counter of this lock name on this node
+-- KEYS[3]  this round's record on this node (lib_attempt)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  fence counter TTL in milliseconds
+-- ARGV[4]  round record TTL in milliseconds
 --
 -- Returns {1, token, up}  acquired fresh (token: this node's next token)
 --         {2, token, up}  re-entered (the token of the hold)
 --         {0, pttl, up}   held by another owner
+--         {s, token}      a copy of a round that already won here: the
+--                         first answer again, nothing changed (no uptime)
+--         {-2, 0}         a copy of a round already resolved here
 -- where up is the node's uptime in seconds (-1 if INFO is not available).
 -- A node that restarted lost its locks; the client does not count a node
 -- younger than the longest lease toward the majority (Redlock's "delayed
 -- restart", decided by the client instead of by the operator).
+local seen = attempt_seen(KEYS[3])
+if seen then
+  return seen
+end
 local up = -1
 local ok, info = pcall(redis.call, 'info', 'server')
 if ok and type(info) == 'string' then
@@ -25,6 +34,7 @@ if redis.call('exists', KEYS[1]) == 0 then
   local token = fence_next(KEYS[2], ARGV[3])
   redis.call('hset', KEYS[1], ARGV[1], 1, ':token', token)
   redis.call('pexpire', KEYS[1], lease)
+  attempt_won(KEYS[3], 1, token, ARGV[4])
   return {1, token, up}
 end
 if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
@@ -32,6 +42,8 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
   if redis.call('pttl', KEYS[1]) < lease then
     redis.call('pexpire', KEYS[1], lease)
   end
-  return {2, redis.call('hget', KEYS[1], ':token'), up}
+  local token = redis.call('hget', KEYS[1], ':token')
+  attempt_won(KEYS[3], 2, token, ARGV[4])
+  return {2, token, up}
 end
 return {0, redis.call('pttl', KEYS[1]), up}

@@ -9,12 +9,14 @@
 -- ARGV[2]  lease in milliseconds, re-applied while holds remain
 -- ARGV[3]  publish command: 'publish' or 'spublish'
 -- ARGV[4]  receipt TTL in milliseconds
+-- ARGV[5]  '1': resolve an attempt whose outcome is unknown: release only if
+--          it won (its record says so), else mark it over (lib_attempt.lua)
 --
 -- Returns n >= 0  read holds the owner still has
 --         -1      the owner does not read
-local done = redis.call('get', KEYS[3])
-if done then
-  return tonumber(done)
+local seen = release_seen(KEYS[3], ARGV[5], ARGV[4])
+if seen then
+  return seen
 end
 if redis.call('hexists', KEYS[2], ARGV[1]) == 0 then
   return -1

@@ -6,12 +6,15 @@
 -- KEYS[3]  reader counts hash
 -- KEYS[4]  write intents zset: waiting writer -> deadline (server ms)
 -- KEYS[5]  fence counter of this lock name
+-- KEYS[6]  this attempt's record (lib_attempt), also its lease's release receipt
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  fence counter TTL in milliseconds
 -- ARGV[4]  write intent TTL in milliseconds
 -- ARGV[5]  '1': when refused, record (or renew) this writer's intent, which
 --          keeps new readers out until it takes the lock; '0': TryLock
+--          (the attempt is marked over when refused)
+-- ARGV[6]  attempt record TTL in milliseconds
 --
 -- Returns {1, token}  write lock taken: no writer, and no reader but
 --                     (possibly) the owner itself
@@ -19,6 +22,11 @@
 --         {0, ms}     refused; retry in ms at the latest (a waiting writer
 --                     retries at least every third of the intent TTL, which
 --                     renews its intent)
+--         {-2, 0}     this attempt is already over (a late copy): nothing done
+local seen = attempt_seen(KEYS[6])
+if seen then
+  return seen
+end
 local now = now_ms()
 local owner = ARGV[1]
 prune_expired(KEYS[2], KEYS[3], now)
@@ -31,7 +39,7 @@ if redis.call('exists', KEYS[1]) == 1 then
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
       redis.call('pexpire', KEYS[1], ARGV[2])
     end
-    return {2, redis.call('hget', KEYS[1], ':token')}
+    return attempt_won(KEYS[6], 2, redis.call('hget', KEYS[1], ':token'), ARGV[6])
   end
   wait = math.max(redis.call('pttl', KEYS[1]), 0)
 else
@@ -45,7 +53,7 @@ else
     local token = fence_next(KEYS[5], ARGV[3])
     redis.call('hset', KEYS[1], owner, 1, ':token', token)
     redis.call('pexpire', KEYS[1], ARGV[2])
-    return {1, token}
+    return attempt_won(KEYS[6], 1, token, ARGV[6])
   end
   wait = first_deadline(KEYS[2], now)
 end
@@ -54,5 +62,7 @@ if ARGV[5] == '1' then
   redis.call('zadd', KEYS[4], now + ttl, owner)
   keep_for(KEYS[4], ttl)
   wait = math.min(wait, math.floor(ttl / 3))
+else
+  attempt_over(KEYS[6], ARGV[6])
 end
 return {0, wait}

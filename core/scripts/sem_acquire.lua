@@ -5,11 +5,14 @@
 -- KEYS[2]  holders zset: holder id -> the holder's lease deadline (server ms)
 -- KEYS[3]  permit count set by SetPermits (string; absent: ARGV[5])
 -- KEYS[4]  fence counter of this semaphore
+-- KEYS[5]  this attempt's record (lib_attempt), also its lease's release receipt
 -- ARGV[1]  holder id (unique per acquisition)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  fence counter TTL in milliseconds
 -- ARGV[4]  n, the permits wanted (>= 1)
 -- ARGV[5]  permit count to use when KEYS[3] is absent
+-- ARGV[6]  attempt record TTL in milliseconds
+-- ARGV[7]  '1': no retry follows a refusal (TryAcquire): mark the attempt over
 --
 -- Returns {1, token}  acquired: the holder has n permits until its lease
 --                     ends (renewed by the watchdog) or it releases them
@@ -17,9 +20,16 @@
 --                     (when the first holder's lease ends; a release wakes
 --                     waiters sooner)
 --         {-1, size}  n exceeds the permit count size: it can never succeed
+--         {-2, 0}     this attempt is already over (a late copy): nothing done
+--
+-- A copy of an attempt that won gets the first answer again (lib_attempt).
 --
 -- Holders whose lease ran out (crashed) are dropped first: their permits
 -- are free again.
+local seen = attempt_seen(KEYS[5])
+if seen then
+  return seen
+end
 local now = now_ms()
 prune_expired(KEYS[2], KEYS[1], now)
 local size = tonumber(redis.call('get', KEYS[3]) or ARGV[5])
@@ -38,6 +48,9 @@ if used + n <= size then
   redis.call('zadd', KEYS[2], now + lease, ARGV[1])
   keep_for(KEYS[1], lease)
   keep_for(KEYS[2], lease)
-  return {1, token}
+  return attempt_won(KEYS[5], 1, token, ARGV[6])
+end
+if ARGV[7] == '1' then
+  attempt_over(KEYS[5], ARGV[6])
 end
 return {0, first_deadline(KEYS[2], now) or 0}

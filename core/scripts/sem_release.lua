@@ -1,5 +1,5 @@
--- sem_release: give back a holder's permits, idempotently, and wake every
--- waiting process's local waiters.
+-- sem_release: give back a holder's permits, idempotently, and wake as many
+-- waiters in each waiting process as permits were freed.
 --
 -- KEYS[1]  holders hash: holder id -> permits held
 -- KEYS[2]  holders zset: holder id -> lease deadline (server ms)
@@ -8,12 +8,15 @@
 -- ARGV[1]  holder id
 -- ARGV[2]  publish command: 'publish' or 'spublish'
 -- ARGV[3]  receipt TTL in milliseconds
+-- ARGV[4]  '1': resolve an attempt whose outcome is unknown: release only if
+--          it won (its record says so), else mark it over (lib_attempt.lua)
 --
--- Returns 0   released (the message on KEYS[4] is -1: wake all local waiters)
+-- Returns 0   released (the message on KEYS[4] is the number of permits
+--             freed: each process wakes that many of its local waiters)
 --         -1  the holder held nothing (its lease ran out, or released)
-local done = redis.call('get', KEYS[3])
-if done then
-  return tonumber(done)
+local seen = release_seen(KEYS[3], ARGV[4], ARGV[3])
+if seen then
+  return seen
 end
 local n = redis.call('hget', KEYS[1], ARGV[1])
 if not n then
@@ -23,6 +26,6 @@ redis.call('hdel', KEYS[1], ARGV[1])
 redis.call('zrem', KEYS[2], ARGV[1])
 -- Wake every local waiter (-1), not n of them: a waiter that asked for more
 -- permits than were freed would swallow a wake-up another could have used.
-redis.call(ARGV[2], KEYS[4], '-1')
+redis.call(ARGV[2], KEYS[4], n)
 redis.call('set', KEYS[3], 0, 'px', ARGV[3])
 return 0

@@ -1,0 +1,50 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Settling: an acquisition whose outcome the client does not know — its
+// Redis call failed or timed out (go-redis may have run it, even twice), its
+// caller left before the reply, its reply came too late to use, or its
+// Lock ended while it stood in line — is resolved on the server by the
+// kind's abort (see protocol.abort): a hold it won is given back, a late
+// copy of it is refused, its place in line is given up. Nothing is ever left
+// held by an owner nobody knows.
+
+// settleBackoff bounds the pause between two tries of an abort that failed.
+const settleBackoff = time.Second
+
+// settleLater settles t on a Client-owned goroutine, so the caller does not
+// wait for Redis past its context.
+func (c *Client) settleLater(p protocol, t try) {
+	if !c.spawn(func() { c.settle(p, t) }) {
+		c.settle(p, t) // closed: one bounded try in place
+	}
+}
+
+// settle runs p.abort for t until it succeeds, for as long as what t may
+// hold can live without renewal (after that, nothing of it is left to give
+// back), or until the Client closes (then once more, bounded by the release
+// timeout). Each try is bounded by the release timeout.
+func (c *Client) settle(p protocol, t try) {
+	until := time.Now().Add(max(t.lease, receiptTTL))
+	pause := 50 * time.Millisecond
+	for {
+		ctx, cancel := c.callContext(context.Background())
+		ctx, cancel2 := context.WithTimeout(ctx, c.cfg.releaseTimeout)
+		err := p.abort(ctx, t)
+		cancel2()
+		cancel()
+		if err == nil || !time.Now().Add(pause).Before(until) {
+			return
+		}
+		select {
+		case <-c.done:
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, settleBackoff)
+	}
+}

@@ -1,0 +1,82 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// errAbandoned is attempt's answer when ctx ended before Redis replied.
+var errAbandoned = errors.New("keylock: attempt abandoned")
+
+// errAttemptOver is a script's answer to a copy of an acquisition that was
+// already resolved: a late duplicate, whose reply nobody should read.
+var errAttemptOver = errors.New("keylock: acquisition already resolved")
+
+// attempt makes one acquisition attempt. The Redis call itself never sees
+// ctx's cancellation — its reply is always read, so a lock won just as ctx
+// ends is known and given back — but the caller does not wait for it past
+// ctx: when ctx can end, the call runs on a goroutine owned by the Client,
+// and if ctx ends first attempt returns errAbandoned and that goroutine,
+// once the call is over, resolves the acquisition (settle.go) whatever its
+// outcome. Nothing the abandoned goroutine learns is written where the
+// caller could read it.
+func (a *attempt) attempt(ctx, actx context.Context) (acquireReply, error) {
+	a.attempts++
+	a.t.seq = a.attempts
+	a.sent = true
+	c, p, t := a.c, a.p, a.t
+	call := func() (acquireReply, error) {
+		cctx, cancel := c.callContext(actx)
+		defer cancel()
+		c.loadScripts(cctx)
+		return p.acquire(cctx, t)
+	}
+	note := func(rep acquireReply, err error) (acquireReply, error) {
+		a.answered = err == nil && t.final && !rep.acquired
+		return rep, err
+	}
+	if ctx.Done() == nil {
+		return note(call())
+	}
+	type result struct {
+		rep acquireReply
+		err error
+	}
+	var (
+		mu        sync.Mutex
+		abandoned bool
+	)
+	done := make(chan result, 1)
+	if !c.spawn(func() {
+		rep, err := call()
+		mu.Lock()
+		if !abandoned {
+			done <- result{rep, err} // buffered: never blocks
+			mu.Unlock()
+			return
+		}
+		mu.Unlock()
+		// The caller left: resolve the acquisition here, on this
+		// Client-owned goroutine, whatever the reply said.
+		c.settle(p, t)
+	}) {
+		return acquireReply{}, ErrClosed
+	}
+	select {
+	case r := <-done:
+		return note(r.rep, r.err)
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	select {
+	case r := <-done: // the reply made it after all
+		mu.Unlock()
+		return note(r.rep, r.err)
+	default:
+	}
+	abandoned = true
+	mu.Unlock()
+	a.settled = true
+	return acquireReply{}, errAbandoned
+}

@@ -1,0 +1,181 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// noTTLWait bounds one wait when the holder's TTL is unknown (the key has no
+// expiry, or pub/sub is unavailable), so a waiter never hangs on a lost
+// message.
+const noTTLWait = time.Second
+
+// run is the acquisition loop every lock kind runs: attempt (try.go); if
+// busy, wait for a wake-up or the holder's TTL, whichever is first
+// (waitTurn); attempt again; until won, the wait budget is spent, or ctx
+// ends. ctx is the caller's (the lease derives from it); actx is the
+// observer's child of it (Redis calls and events run under it).
+func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Duration) (*Lease, error) {
+	c := a.c
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("keylock: acquire %q: %w", a.info.Name, err)
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	var waitUntil time.Time
+	if waitTimeout > 0 {
+		waitUntil = a.start.Add(waitTimeout)
+	}
+	w := waitState{a: a}
+	defer w.stop()
+
+	var busy *LockedError // the last refusal, once there was one
+	for {
+		sent := time.Now()
+		rep, err := a.attempt(ctx, actx)
+		if err != nil {
+			w.handBack()
+			switch {
+			case err == errAbandoned && busy != nil:
+				return nil, &lockedCtxError{locked: busy, ctxErr: ctx.Err()}
+			case err == errAbandoned:
+				return nil, fmt.Errorf("keylock: acquire %q: %w", a.info.Name, ctx.Err())
+			case err == ErrClosed:
+				return nil, ErrClosed
+			}
+			return nil, wrapRedis("acquire", a.info.Name, err)
+		}
+		w.woken = false
+		if rep.acquired {
+			l, late, err := a.won(ctx, rep, sent)
+			if late && wait && ctx.Err() == nil {
+				continue // the reply came too late to use: try again
+			}
+			return l, err
+		}
+
+		busy = &LockedError{Name: a.info.Name, TTL: max(rep.ttl, 0)}
+		if !wait {
+			return nil, busy
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, &lockedCtxError{locked: busy, ctxErr: err}
+		}
+		d := rep.ttl
+		switch {
+		case d < -time.Millisecond: // the key vanished between the checks: retry now
+			continue
+		case d < 0: // the key has no expiry
+			d = noTTLWait
+		case d == 0: // expiring now, or no TTL to report: a short pause, not a spin
+			d = 10 * time.Millisecond
+		default: // retry just after the holder's lease ends
+			d += time.Millisecond
+		}
+		if !waitUntil.IsZero() {
+			left := time.Until(waitUntil)
+			if left <= 0 {
+				return nil, busy
+			}
+			d = min(d, left)
+		}
+		if err := w.waitTurn(ctx, actx, d, rep.ttl); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return nil, ErrClosed
+			}
+			return nil, &lockedCtxError{locked: busy, ctxErr: err}
+		}
+	}
+}
+
+// waitState is the waiting half of one acquisition: its place among the
+// Client's local waiters of the lock's channel, and its timer.
+type waitState struct {
+	a     *attempt
+	w     *waiter
+	timer *time.Timer
+	// woken is set when a wake-up was taken and not yet used by an attempt.
+	// Leaving with it (ctx ended, Redis failed) hands it back, so the next
+	// local waiter gets it instead of it being lost.
+	woken bool
+}
+
+// waitTurn waits up to d for a wake-up. The first wait subscribes to the
+// lock's channel and returns as soon as the subscription is live, so a
+// release between the first attempt and the subscription is not missed. It
+// returns ctx's error when ctx ended, ErrClosed when the Client closed.
+func (s *waitState) waitTurn(ctx, actx context.Context, d, holderTTL time.Duration) error {
+	a := s.a
+	c := a.c
+	wake, ready := (<-chan struct{})(nil), (<-chan struct{})(nil)
+	if s.w == nil {
+		w, err := c.hub.join(actx, a.p.channel(a.t.owner))
+		switch {
+		case errors.Is(err, ErrClosed):
+			return ErrClosed
+		case err != nil:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d = min(d, noTTLWait) // no wake-ups: fall back to bounded waits
+		default:
+			s.w, ready = w, w.ready
+		}
+	} else {
+		wake = s.w.wake
+	}
+	if obs := c.cfg.observer; obs != nil {
+		obs.Wait(actx, WaitEvent{Lock: a.info, Attempt: a.attempts, HolderTTL: holderTTL})
+	}
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
+	} else {
+		s.timer.Reset(d)
+	}
+	began := time.Now()
+	defer func() { a.waited += time.Since(began) }()
+	select {
+	case <-wake:
+		s.woken = true
+	case <-ready:
+	case <-s.timer.C:
+	case <-ctx.Done():
+	case <-c.done:
+		return ErrClosed
+	}
+	if !s.timer.Stop() {
+		select {
+		case <-s.timer.C:
+		default:
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		s.handBack()
+		return err
+	}
+	return nil
+}
+
+// handBack passes an unused wake-up on to the channel's next local waiter.
+func (s *waitState) handBack() {
+	if s.woken && s.w != nil {
+		select {
+		case s.w.wake <- struct{}{}:
+		default:
+		}
+		s.woken = false
+	}
+}
+
+// stop leaves the channel's line and stops the timer.
+func (s *waitState) stop() {
+	if s.w != nil {
+		s.a.c.hub.leave(s.w)
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
