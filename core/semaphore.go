@@ -26,8 +26,10 @@ var (
 // is renewed by the watchdog while held (or expires after LeaseTime), and
 // the permits of a holder that died come back when its lease ends. A
 // semaphore is not reentrant: every Acquire takes permits anew, whatever
-// the owner. Waiters are woken by releases (as many as permits were freed),
-// not by polling. Acquisition is not fair: a waiter asking for many permits
+// the owner. Waiters are woken by releases, not by polling: a release wakes
+// every waiter of the semaphore in each process (waiters ask for different
+// counts, so waking only as many as permits were freed could leave one that
+// fits asleep); those that do not fit go back to waiting. Acquisition is not fair: a waiter asking for many permits
 // can be overtaken by ones asking for few.
 //
 // A Semaphore is also a Locker: Lock and TryLock take one permit.
@@ -60,8 +62,11 @@ func (s *Semaphore) Name() string { return s.k.name }
 
 // Acquire takes n permits, waiting until that many are free or ctx ends
 // (or the WaitTimeout option expires). Unlocking the returned lease gives
-// the n permits back. An n larger than the permit count fails at once with
-// an error matching ErrInvalidOption that says both numbers; n < 1 too.
+// the n permits back. An n larger than this handle's permit count fails at
+// once, before anything is sent, with an error matching ErrInvalidOption
+// that says both numbers; n < 1 too. (After SetPermits stored a larger
+// count, acquire more through a handle made with that count; an n larger
+// than the stored count fails with ErrInvalidOption too.)
 // Errors and the lease are otherwise as for Mutex.Lock; the lease's Kind is
 // KindSemaphore, and its Token is fresh for every acquisition.
 func (s *Semaphore) Acquire(ctx context.Context, n int, opts ...LockOption) (*Lease, error) {

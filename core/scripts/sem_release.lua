@@ -1,5 +1,7 @@
--- sem_release: give back a holder's permits, idempotently, and wake as many
--- waiters in each waiting process as permits were freed.
+-- sem_release: give back a holder's permits, idempotently, and wake every
+-- waiting process's local waiters of this semaphore (waiters ask for
+-- different counts: waking only as many as permits were freed could wake
+-- one that does not fit and leave one that does asleep).
 --
 -- KEYS[1]  holders hash: holder id -> permits held
 -- KEYS[2]  holders zset: holder id -> lease deadline (server ms)
@@ -11,8 +13,7 @@
 -- ARGV[4]  '1': resolve an attempt whose outcome is unknown: release only if
 --          it won (its record says so), else mark it over (lib_attempt.lua)
 --
--- Returns 0   released (the message on KEYS[4] is the number of permits
---             freed: each process wakes that many of its local waiters)
+-- Returns 0   released (the message on KEYS[4] is -1: wake all local waiters)
 --         -1  the holder held nothing (its lease ran out, or released)
 local seen = release_seen(KEYS[3], ARGV[4], ARGV[3])
 if seen then
@@ -26,6 +27,6 @@ redis.call('hdel', KEYS[1], ARGV[1])
 redis.call('zrem', KEYS[2], ARGV[1])
 -- Wake every local waiter (-1), not n of them: a waiter that asked for more
 -- permits than were freed would swallow a wake-up another could have used.
-redis.call(ARGV[2], KEYS[4], n)
+redis.call(ARGV[2], KEYS[4], '-1')
 redis.call('set', KEYS[3], 0, 'px', ARGV[3])
 return 0
