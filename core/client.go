@@ -69,6 +69,12 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // Client's goroutines to exit. Locks still held are not released: they
 // expire with their lease, and their leases' contexts are cancelled with
 // cause ErrClosed. Waiting Lock calls return ErrClosed. Close is idempotent.
+//
+// Close cancels the Redis calls the Client still has in flight on its own
+// goroutines (attempts whose callers left, releases, settling, renewals):
+// go-redis stops retrying them at once, and a reply being read ends at the
+// go-redis client's ReadTimeout at the latest. So Close returns within about
+// one ReadTimeout (3s with go-redis defaults) even during a partition.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
