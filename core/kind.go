@@ -80,16 +80,6 @@ type releaseReply struct {
 	remaining int64
 }
 
-// decodeRenew reads a renewal reply: 1 kept, 0 lost.
-func decodeRenew(cmd *redis.Cmd) (bool, error) {
-	v, err := cmd.Result()
-	if err != nil {
-		return false, err
-	}
-	n, err := toInt64(v)
-	return n == 1, err
-}
-
 // aloneRenewer marks a protocol whose renewal is round trips of its own
 // (RedLock: one per node, in parallel) rather than one pipelined command.
 // The watchdog runs such renewals on their own goroutines, so a slow node

@@ -77,25 +77,6 @@ func (m *Mutex) abort(ctx context.Context, t try) error {
 	return err
 }
 
-// decodeAcquire reads the {status, value} reply shared by acquire scripts:
-// status 1 fresh (value = token), 2 re-entry (value = token), 0 busy
-// (value = holder's pttl in ms), -2 a copy of an acquisition already
-// resolved.
-func decodeAcquire(v any) (acquireReply, error) {
-	status, val, err := pair(v)
-	if err != nil {
-		return acquireReply{}, err
-	}
-	switch status {
-	case -2:
-		return acquireReply{}, errAttemptOver
-	case 1, 2:
-		return acquireReply{acquired: true, reentry: status == 2, token: uint64(val)}, nil
-	default:
-		return acquireReply{ttl: msDur(val)}, nil
-	}
-}
-
 func (m *Mutex) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
 	return scriptMutexRenew.EvalSha(ctx, pipe, []string{m.k.lock}, owner, ms(lease))
 }

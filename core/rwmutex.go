@@ -227,17 +227,3 @@ func (w rwWrite) releaseAs(ctx context.Context, owner, id string, lease time.Dur
 		[]string{w.k.lock, w.intents, w.k.receipt(id), w.rch, w.wch},
 		owner, ms(lease), pub, ms(receiptTTL), abort))
 }
-
-// decodeRelease reads the reply shared by release scripts: the holds the
-// owner still has, or -1 when it held none.
-func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
-	v, err := cmd.Result()
-	if err != nil {
-		return releaseReply{}, err
-	}
-	n, err := toInt64(v)
-	if err != nil {
-		return releaseReply{}, err
-	}
-	return releaseReply{held: n >= 0, remaining: n}, nil
-}

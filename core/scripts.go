@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -61,35 +60,4 @@ func (s *script) run(ctx context.Context, rdb redis.Scripter, keys []string, arg
 
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
-
-// toInt64 decodes an integer that a script returned as an integer or a string.
-func toInt64(v any) (int64, error) {
-	switch x := v.(type) {
-	case int64:
-		return x, nil
-	case string:
-		return strconv.ParseInt(x, 10, 64)
-	case nil:
-		return 0, fmt.Errorf("nil reply")
-	default:
-		return 0, fmt.Errorf("unexpected reply type %T", v)
-	}
-}
-
-// pair decodes a two-element {int, int} script reply.
-func pair(v any) (int64, int64, error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 2 {
-		return 0, 0, fmt.Errorf("unexpected reply %v", v)
-	}
-	a, err := toInt64(arr[0])
-	if err != nil {
-		return 0, 0, err
-	}
-	b, err := toInt64(arr[1])
-	if err != nil {
-		return 0, 0, err
-	}
-	return a, b, nil
 }

@@ -1,0 +1,85 @@
+package core
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Decoders of script replies, in one place. Each script's header (in
+// scripts/) says what it returns; these turn that into Go values.
+
+// decodeRenew reads a renewal reply: 1 kept, 0 lost.
+func decodeRenew(cmd *redis.Cmd) (bool, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return false, err
+	}
+	n, err := toInt64(v)
+	return n == 1, err
+}
+
+// decodeAcquire reads the {status, value} reply shared by acquire scripts:
+// status 1 fresh (value = token), 2 re-entry (value = token), 0 busy
+// (value = holder's pttl in ms), -2 a copy of an acquisition already
+// resolved.
+func decodeAcquire(v any) (acquireReply, error) {
+	status, val, err := pair(v)
+	if err != nil {
+		return acquireReply{}, err
+	}
+	switch status {
+	case -2:
+		return acquireReply{}, errAttemptOver
+	case 1, 2:
+		return acquireReply{acquired: true, reentry: status == 2, token: uint64(val)}, nil
+	default:
+		return acquireReply{ttl: msDur(val)}, nil
+	}
+}
+
+// decodeRelease reads the reply shared by release scripts: the holds the
+// owner still has, or -1 when it held none.
+func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return releaseReply{}, err
+	}
+	n, err := toInt64(v)
+	if err != nil {
+		return releaseReply{}, err
+	}
+	return releaseReply{held: n >= 0, remaining: n}, nil
+}
+
+// toInt64 decodes an integer that a script returned as an integer or a string.
+func toInt64(v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case string:
+		return strconv.ParseInt(x, 10, 64)
+	case nil:
+		return 0, fmt.Errorf("nil reply")
+	default:
+		return 0, fmt.Errorf("unexpected reply type %T", v)
+	}
+}
+
+// pair decodes a two-element {int, int} script reply.
+func pair(v any) (int64, int64, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return 0, 0, fmt.Errorf("unexpected reply %v", v)
+	}
+	a, err := toInt64(arr[0])
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := toInt64(arr[1])
+	if err != nil {
+		return 0, 0, err
+	}
+	return a, b, nil
+}
