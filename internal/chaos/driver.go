@@ -226,6 +226,11 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 
 	case event.FaultSpike:
 		delay, dur := d.between(300, 1000), d.between(1000, 3000)
+		if d.rng.IntN(5) < 2 {
+			// Replies later than go-redis's 3s read timeout: it retries
+			// commands that did reach Redis.
+			delay, dur = d.between(1600, 2500), d.between(4000, 6000)
+		}
 		targets := d.proxies
 		what := "every link"
 		if d.rng.IntN(5) < 3 {

@@ -31,6 +31,8 @@ type WorkerConfig struct {
 // share the key layout).
 const (
 	semaphoreSize = 3
+	// unlockTimeout bounds each Unlock.
+	unlockTimeout = 5 * time.Second
 )
 
 // loop is one goroutine's share of the work: a lock kind and how long its
@@ -142,9 +144,13 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 	if rng.IntN(2) == 0 {
 		opts = append(opts, core.WaitTimeout(bound))
 		acq.Detail = "WaitTimeout " + bound.String()
+		if !acq.Try { // a TryLock does not wait
+			acq.Bound, acq.BoundBy = int64(bound), event.BoundWait
+		}
 	} else {
 		lockCtx, cancel = context.WithTimeout(ctx, bound)
 		acq.Detail = "context timeout " + bound.String()
+		acq.Bound, acq.BoundBy = int64(bound), event.BoundContext
 	}
 	defer cancel()
 	if l.kind == event.KindMutexLease {
@@ -195,9 +201,10 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 	// Logged before Unlock: a worker killed during Unlock has left.
 	_ = w.log.Write(out)
 
-	unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
 	defer cancelUnlock()
-	rel := event.Record{Ev: event.Rel, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq}
+	rel := event.Record{Ev: event.Rel, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq, T0: event.Now(),
+		Bound: int64(unlockTimeout), BoundBy: event.BoundContext}
 	if err := lease.Unlock(unlockCtx); err != nil {
 		rel.Err = unlockClass(err)
 	}

@@ -84,6 +84,29 @@ func Records(recs []event.Record) (*Report, error) {
 		rep.FenceChecks += checks
 		rep.FenceAcrossRestart += across
 	}
+	rep.Lateness = make(map[string]*Lateness)
+	for _, a := range append(append([]*attempt(nil), r.attempts...), r.unlocks...) {
+		if a.bound == 0 || a.t1 == 0 {
+			continue
+		}
+		key := "Lock " + a.boundBy
+		if a.unlock {
+			key = "Unlock " + a.boundBy
+		}
+		l := rep.Lateness[key]
+		if l == nil {
+			l = &Lateness{}
+			rep.Lateness[key] = l
+		}
+		l.Calls++
+		over := time.Duration(a.t1 - a.t0 - a.bound)
+		if over > Late {
+			l.Late++
+		}
+		if over > l.Worst {
+			l.Worst, l.Lock, l.Faults = over, a.lock, r.faultsDuring(a.t0, a.t1)
+		}
+	}
 	r.stalls(rep)
 	r.processes(rep)
 	return rep, nil

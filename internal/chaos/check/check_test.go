@@ -450,3 +450,23 @@ func TestLeaseLostRightAfterLockReturned(t *testing.T) {
 		t.Fatalf("lost at entry: got %v, want none", rep.LostAtEntry)
 	}
 }
+
+func TestLateCalls(t *testing.T) {
+	var l logs
+	l.add(event.Record{Ev: event.Acq, PID: 1, Lock: "m", Kind: mutex, T0: ms(0), T1: ms(3200), Err: "deadline", Cause: "deadline",
+		Bound: int64(200 * time.Millisecond), BoundBy: event.BoundContext})
+	l.add(event.Record{Ev: event.Acq, PID: 1, Lock: "m", Kind: mutex, T0: ms(0), T1: ms(250), Err: "deadline", Cause: "deadline",
+		Bound: int64(200 * time.Millisecond), BoundBy: event.BoundContext})
+	l.cs(2, "m", mutex, 0, 5000, 5001)
+	l.recs[len(l.recs)-1].T0, l.recs[len(l.recs)-1].T1 = ms(5001), ms(5900) // Unlock took 899ms
+	l.recs[len(l.recs)-1].Bound, l.recs[len(l.recs)-1].BoundBy = int64(100*time.Millisecond), event.BoundContext
+	rep := l.check(t)
+	got := rep.Lateness["Lock context"]
+	if got == nil || got.Calls != 2 || got.Late != 1 || got.Worst != 3*time.Second {
+		t.Fatalf("Lock lateness: got %+v, want 2 calls, 1 late, worst 3s", got)
+	}
+	u := rep.Lateness["Unlock context"]
+	if u == nil || u.Calls != 1 || u.Late != 1 || u.Worst != 799*time.Millisecond {
+		t.Fatalf("Unlock lateness: got %+v, want 1 call, late by 799ms", u)
+	}
+}

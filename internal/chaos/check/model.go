@@ -19,6 +19,10 @@ const PauseGrace = time.Second
 // crashed fair-lock waiter holds up the line for the 5 s waiter timeout).
 const AttributionWindow = 6 * time.Second
 
+// Late is how far past its bound (context deadline or WaitTimeout) a call
+// may return before it counts as late.
+const Late = 500 * time.Millisecond
+
 // LostAtEntry is how soon after Lock returned a lease that is then lost
 // counts as handed out (nearly) dead.
 const LostAtEntry = 10 * time.Millisecond
@@ -58,6 +62,11 @@ type attempt struct {
 	t0, t1 int64
 	err    string
 	class  string
+	// bound is how long the call was allowed (0: unbounded), boundBy what
+	// bounded it.
+	bound   int64
+	boundBy string
+	unlock  bool // an Unlock, not an acquisition
 }
 
 type window struct{ from, to int64 }
@@ -74,6 +83,7 @@ type run struct {
 	start, end int64
 	sections   []*section
 	attempts   []*attempt
+	unlocks    []*attempt // Unlock calls, for their timing
 	faults     []fault
 	pauses     map[int][]window // pid → SIGSTOP..SIGCONT
 	restarts   []window         // Redis killed .. new server up
@@ -120,7 +130,7 @@ func parse(recs []event.Record) (*run, error) {
 				n = 1
 			}
 			r.attempts = append(r.attempts, &attempt{lock: rec.Lock, kind: rec.Kind, n: n, size: rec.Size,
-				try: rec.Try, t0: rec.T0, t1: rec.T1, err: rec.Err, class: rec.Cause})
+				try: rec.Try, t0: rec.T0, t1: rec.T1, err: rec.Err, class: rec.Cause, bound: rec.Bound, boundBy: rec.BoundBy})
 			if rec.Err != "" {
 				continue
 			}
@@ -144,6 +154,10 @@ func parse(recs []event.Record) (*run, error) {
 				return nil, fmt.Errorf("release of pid %d seq %d without its acquisition", rec.PID, rec.Seq)
 			}
 			s.unlockErr, s.released = rec.Err, true
+			if rec.T0 != 0 && rec.Bound != 0 {
+				r.unlocks = append(r.unlocks, &attempt{lock: s.lock, kind: s.kind, t0: rec.T0, t1: rec.T1,
+					err: rec.Err, bound: rec.Bound, boundBy: rec.BoundBy, unlock: true})
+			}
 		case event.Fault:
 			r.faults = append(r.faults, fault{name: rec.Fault, target: rec.Target, from: rec.T0, to: rec.T1})
 		case event.Pause:

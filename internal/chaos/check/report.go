@@ -91,6 +91,15 @@ type Recovery struct {
 	Never   bool // no holder before the end of the run: Took is a lower bound
 }
 
+// Lateness is how calls bounded one way kept their bound.
+type Lateness struct {
+	Calls  int           // bounded calls
+	Late   int           // returned more than Late past their bound
+	Worst  time.Duration // the most any returned past its bound
+	Lock   string        // the lock of the worst
+	Faults []string      // faults around the worst
+}
+
 // Report is what the checker found in one run.
 type Report struct {
 	Span      time.Duration
@@ -123,6 +132,10 @@ type Report struct {
 	// earlier one; FenceAcrossRestart those where an empty restart lay
 	// between the two.
 	FenceChecks, FenceAcrossRestart int
+
+	// Lateness of Lock calls by what bounded them ("context",
+	// "WaitTimeout") and of Unlock calls ("Unlock context").
+	Lateness map[string]*Lateness
 
 	LongestStall            Stall
 	LongestUnexplainedStall Stall
@@ -304,6 +317,12 @@ func (r *Report) Write(w io.Writer) {
 	}
 	p("fencing: %d inversions, %d duplicates (%d of them across a restart); %d acquisitions checked, %d across an empty restart",
 		inv, dup, invR, r.FenceChecks, r.FenceAcrossRestart)
+	for _, k := range []string{"Lock " + event.BoundContext, "Lock " + event.BoundWait, "Unlock " + event.BoundContext} {
+		if l := r.Lateness[k]; l != nil {
+			p("%s-bounded calls: %d, %d returned more than %v past their bound, worst %v past it (%s; faults %s)",
+				k, l.Calls, l.Late, Late, l.Worst.Round(time.Millisecond), l.Lock, strings.Join(l.Faults, ","))
+		}
+	}
 	p("longest stall with a waiter present: %s", r.LongestStall)
 	p("longest stall with no fault around: %s", r.LongestUnexplainedStall)
 	if worst, ok := r.WorstRecovery(); ok {

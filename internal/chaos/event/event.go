@@ -65,7 +65,7 @@ const (
 // Fault names (Record.Fault).
 const (
 	FaultLatency   = "latency"   // every proxy delays each chunk a few ms
-	FaultSpike     = "spike"     // a latency spike of hundreds of ms, longer than a fixed lease
+	FaultSpike     = "spike"     // 0.3-2.5s per chunk: replies after a fixed lease, some after go-redis's read timeout
 	FaultReset     = "reset"     // connections reset (proxy Drop), then Pass
 	FaultPartition = "partition" // one worker black-holed for longer than the lease
 	FaultKill      = "kill"      // kill -9 of one worker, then a new one
@@ -75,6 +75,12 @@ const (
 
 // Faults lists every fault name, in a fixed order.
 var Faults = []string{FaultLatency, FaultSpike, FaultReset, FaultPartition, FaultKill, FaultStop, FaultRestart}
+
+// What bounded a call (Record.BoundBy).
+const (
+	BoundContext = "context"     // the context's deadline
+	BoundWait    = "WaitTimeout" // core.WaitTimeout
+)
 
 // Lock kinds (Record.Kind) as the workers name them.
 const (
@@ -114,6 +120,10 @@ type Record struct {
 
 	T0 int64 `json:"t0,omitempty"`
 	T1 int64 `json:"t1,omitempty"`
+	// Bound is how long the call was allowed to take (its WaitTimeout or
+	// context timeout), in nanoseconds; 0 for a TryLock bounded by neither.
+	Bound   int64  `json:"bound,omitempty"`
+	BoundBy string `json:"boundby,omitempty"` // BoundContext or BoundWait
 
 	// DOA: the lease's context was already cancelled when Lock returned it.
 	DOA bool `json:"doa,omitempty"`
