@@ -41,7 +41,10 @@ fuzz:
 # lock kind through fault proxies while latency, spikes, resets, partitions,
 # kill -9, SIGSTOP and empty Redis restarts are injected; the checker then
 # reads their logs. A short run is part of `make test`.
+# The workers are built with the race detector unless CHAOSGOFLAGS says
+# otherwise; CHAOSFLAGS passes flags (-workers, -seed, -faults, -dir).
 DURATION ?= 10m
+CHAOSGOFLAGS ?= -race
 CHAOSFLAGS ?=
 chaos: redis
-	$(GO) run ./internal/chaos/cmd/chaos -duration $(DURATION) $(CHAOSFLAGS)
+	$(GO) run $(CHAOSGOFLAGS) ./internal/chaos/cmd/chaos -duration $(DURATION) $(CHAOSFLAGS)
