@@ -149,12 +149,11 @@ func (r *run) overlap(earlier, later *section, c Class) Overlap {
 	return o
 }
 
-// overlaps finds pairs of sections of one lock inside at once where at
-// least one excludes the other (a reader does not exclude a reader).
-func (r *run) overlaps(secs []*section) []Overlap {
+// sweep calls visit for each section, in order of entry, with the sections
+// of the same lock still inside when it entered.
+func sweep(secs []*section, visit func(y *section, inside []*section)) {
 	secs = append([]*section(nil), secs...)
 	sort.Slice(secs, func(i, j int) bool { return secs[i].enter < secs[j].enter })
-	var out []Overlap
 	var active []*section
 	for _, y := range secs {
 		kept := active[:0]
@@ -164,17 +163,25 @@ func (r *run) overlaps(secs []*section) []Overlap {
 			}
 		}
 		active = kept
-		for _, x := range active {
-			if !event.Exclusive(x.kind) && !event.Exclusive(y.kind) {
-				continue
-			}
-			if y.exit <= y.enter && !y.doa {
-				continue // an empty section overlaps nothing
-			}
-			out = append(out, r.overlap(x, y, r.classify(x, y)))
-		}
+		visit(y, active)
 		active = append(active, y)
 	}
+}
+
+// overlaps finds pairs of sections of one lock inside at once where at
+// least one excludes the other (a reader does not exclude a reader).
+func (r *run) overlaps(secs []*section) []Overlap {
+	var out []Overlap
+	sweep(secs, func(y *section, inside []*section) {
+		if y.exit <= y.enter && !y.doa {
+			return // an empty section overlaps nothing
+		}
+		for _, x := range inside {
+			if event.Exclusive(x.kind) || event.Exclusive(y.kind) {
+				out = append(out, r.overlap(x, y, r.classify(x, y)))
+			}
+		}
+	})
 	return out
 }
 
@@ -183,49 +190,37 @@ func (r *run) overlaps(secs []*section) []Overlap {
 // were neither told, paused nor robbed by a restart still leave room, the
 // excess is theirs to explain.
 func (r *run) overadmissions(secs []*section) []Overlap {
-	secs = append([]*section(nil), secs...)
-	sort.Slice(secs, func(i, j int) bool { return secs[i].enter < secs[j].enter })
 	var out []Overlap
-	var active []*section
-	for _, y := range secs {
-		kept := active[:0]
+	sweep(secs, func(y *section, inside []*section) {
 		inUse := y.n
-		for _, x := range active {
-			if x.exit > y.enter {
-				kept = append(kept, x)
-				inUse += x.n
+		for _, x := range inside {
+			inUse += x.n
+		}
+		if inUse <= y.size || (y.exit <= y.enter && !y.doa) {
+			return
+		}
+		valid := y.n
+		var excuse *section
+		excuseClass := ClassViolation
+		for _, x := range inside {
+			c := r.classify(x, y)
+			if c == ClassViolation {
+				valid += x.n
+			} else if excuse == nil || rank(c) < rank(excuseClass) {
+				excuse, excuseClass = x, c
 			}
 		}
-		active = kept
-		if inUse > y.size && (y.exit > y.enter || y.doa) {
-			valid := y.n
-			var excuse *section
-			excuseClass := ClassViolation
-			for _, x := range active {
-				c := r.classify(x, y)
-				if c == ClassViolation {
-					valid += x.n
-				} else if excuse == nil || rank(c) < rank(excuseClass) {
-					excuse, excuseClass = x, c
-				}
-			}
-			c := ClassViolation
-			var blame *section
-			switch {
-			case y.doa:
-				c = ClassDOA
-			case valid <= y.size && excuse != nil:
-				c, blame = excuseClass, excuse
-			}
-			if blame == nil {
-				blame = latestUntold(active)
-			}
-			o := r.overlap(blame, y, c)
-			o.InUse, o.Size = inUse, y.size
-			out = append(out, o)
+		c, blame := ClassViolation, latestUntold(inside)
+		switch {
+		case y.doa:
+			c = ClassDOA
+		case valid <= y.size && excuse != nil:
+			c, blame = excuseClass, excuse
 		}
-		active = append(active, y)
-	}
+		o := r.overlap(blame, y, c)
+		o.InUse, o.Size = inUse, y.size
+		out = append(out, o)
+	})
 	return out
 }
 

@@ -220,22 +220,14 @@ func (r *run) restartBetween(from, to int64) bool {
 // faultsAt returns the names of the faults active at t, or ended less than
 // AttributionWindow before it; "none" if there are none.
 func (r *run) faultsAt(t int64) []string {
-	seen := make(map[string]bool)
-	var out []string
-	for _, f := range r.faults {
-		if f.from <= t && f.to+int64(AttributionWindow) >= t && !seen[f.name] {
-			seen[f.name] = true
-			out = append(out, f.name)
-		}
+	if out := r.faultsDuring(t, t); len(out) > 0 {
+		return out
 	}
-	if len(out) == 0 {
-		return []string{"none"}
-	}
-	sort.Strings(out)
-	return out
+	return []string{"none"}
 }
 
-// faultsDuring is faultsAt for an interval.
+// faultsDuring returns the names of the faults active at some time in
+// [from, to], or ended less than AttributionWindow before from.
 func (r *run) faultsDuring(from, to int64) []string {
 	seen := make(map[string]bool)
 	var out []string

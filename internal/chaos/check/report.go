@@ -165,13 +165,12 @@ func (r *Report) Total() int {
 // Count returns how many overlaps of class c there are, exclusive and
 // semaphore together.
 func (r *Report) Count(c Class) int {
+	return countClass(r.Overlaps, c) + countClass(r.Overadmitted, c)
+}
+
+func countClass(os []Overlap, c Class) int {
 	n := 0
-	for _, o := range r.Overlaps {
-		if o.Class == c {
-			n++
-		}
-	}
-	for _, o := range r.Overadmitted {
+	for _, o := range os {
 		if o.Class == c {
 			n++
 		}
@@ -202,17 +201,7 @@ func (r *Report) Failures() []string {
 			out = append(out, fmt.Sprintf(format, args...))
 		}
 	}
-	excl, sem := 0, 0
-	for _, o := range r.Overlaps {
-		if o.Class == ClassViolation {
-			excl++
-		}
-	}
-	for _, o := range r.Overadmitted {
-		if o.Class == ClassViolation {
-			sem++
-		}
-	}
+	excl, sem := countClass(r.Overlaps, ClassViolation), countClass(r.Overadmitted, ClassViolation)
 	add(excl, "%d overlaps of exclusive holders with an untold earlier holder", excl)
 	add(sem, "%d semaphore over-admissions with untold holders", sem)
 	add(len(r.DOA), "%d dead-on-arrival leases", len(r.DOA))
@@ -281,26 +270,14 @@ func (r *Report) Write(w io.Writer) {
 	p("leases told of a loss while inside: %d (Unlock still returned nil after: %d)", r.Told, r.ToldUnlockOK)
 	p("exclusive overlaps: %d", len(r.Overlaps))
 	for _, c := range classes {
-		n := 0
-		for _, o := range r.Overlaps {
-			if o.Class == c {
-				n++
-			}
-		}
-		p("  %-32s %d", string(c)+":", n)
+		p("  %-32s %d", string(c)+":", countClass(r.Overlaps, c))
 	}
 	if byCause := r.toldBy(); len(byCause) > 0 {
 		p("  told, by cause:                 %s", counts(byCause))
 	}
 	p("semaphore over-admissions: %d", len(r.Overadmitted))
 	for _, c := range classes {
-		n := 0
-		for _, o := range r.Overadmitted {
-			if o.Class == c {
-				n++
-			}
-		}
-		p("  %-32s %d", string(c)+":", n)
+		p("  %-32s %d", string(c)+":", countClass(r.Overadmitted, c))
 	}
 	p("dead-on-arrival leases: %d (context already cancelled when Lock returned)", len(r.DOA))
 	p("leases lost within %v of Lock returning: %d", LostAtEntry, len(r.LostAtEntry))
