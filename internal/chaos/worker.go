@@ -66,11 +66,42 @@ var loops = []loop{
 
 // worker runs the loops of one process.
 type worker struct {
-	cfg WorkerConfig
-	c   *core.Client
-	log *event.Writer
-	pid int
-	seq atomic.Uint64
+	cfg  WorkerConfig
+	c    *core.Client
+	log  *event.Writer
+	pid  int
+	seq  atomic.Uint64
+	lost lossClock
+}
+
+// lossClock is a core.Observer that notes when each lease was lost. The
+// Client calls Lost on the goroutine that cancels the lease context, just
+// before it does, so this is when the holder was told, without the delay of
+// a goroutine woken by the cancellation.
+type lossClock struct {
+	at sync.Map // *core.Lease → int64 (event.Now)
+}
+
+var _ core.Observer = (*lossClock)(nil)
+
+func (o *lossClock) AcquireStart(ctx context.Context, _ core.AcquireStartEvent) context.Context {
+	return ctx
+}
+func (o *lossClock) Wait(context.Context, core.WaitEvent)             {}
+func (o *lossClock) AcquireEnd(context.Context, core.AcquireEndEvent) {}
+func (o *lossClock) Renew(context.Context, core.RenewEvent)           {}
+func (o *lossClock) ReleaseEnd(context.Context, core.ReleaseEvent)    {}
+func (o *lossClock) Lost(_ context.Context, e core.LostEvent)         { o.at.Store(e.Lease, event.Now()) }
+func (o *lossClock) ReleaseStart(ctx context.Context, _ core.ReleaseEvent) context.Context {
+	return ctx
+}
+
+// take returns when l was lost (0 if it was not) and forgets it.
+func (o *lossClock) take(l *core.Lease) int64 {
+	if v, ok := o.at.LoadAndDelete(l); ok {
+		return v.(int64)
+	}
+	return 0
 }
 
 // RunWorker runs one worker process's loops until ctx ends, then closes its
@@ -86,7 +117,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, pid int) error {
 	defer log.Close()
 
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addr}) // default options: retries, timeouts, pool
-	w := &worker{cfg: cfg, log: log, pid: pid, c: core.New(rdb, core.WithWatchdogTimeout(cfg.Watchdog))}
+	w := &worker{cfg: cfg, log: log, pid: pid}
+	w.c = core.New(rdb, core.WithWatchdogTimeout(cfg.Watchdog), core.WithObserver(&w.lost))
 
 	var wg sync.WaitGroup
 	for i, l := range loops {
@@ -155,6 +187,7 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 	defer cancel()
 	if l.kind == event.KindMutexLease {
 		opts = append(opts, core.LeaseTime(w.cfg.LeaseTime))
+		acq.Lease = int64(w.cfg.LeaseTime)
 	}
 
 	acq.T0 = event.Now()
@@ -197,6 +230,9 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 	}
 	if t := told.Load(); t != 0 {
 		out.Told, out.Cause = t, context.Cause(leaseCtx).Error()
+		if lost := w.lost.take(lease); lost != 0 && lost < t {
+			out.Told = lost
+		}
 	}
 	// Logged before Unlock: a worker killed during Unlock has left.
 	_ = w.log.Write(out)
@@ -209,6 +245,7 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 		rel.Err = unlockClass(err)
 	}
 	rel.T1 = event.Now()
+	w.lost.take(lease) // lost after it left, if at all
 	_ = w.log.Write(rel)
 	return time.Duration(rng.IntN(3)) * time.Millisecond
 }

@@ -57,6 +57,14 @@ func Records(recs []event.Record) (*Report, error) {
 				rep.ToldUnlockOK++
 			}
 		}
+		if s.lease > 0 && s.told != 0 && strings.Contains(s.cause, "lost") {
+			rep.FixedLeaseTold++
+			deadline := s.call + s.lease - (s.lease/100 + int64(2*time.Millisecond))
+			rep.FixedLeaseWorst = max(rep.FixedLeaseWorst, time.Duration(s.told-deadline))
+			if s.told > s.enter+s.lease {
+				rep.FixedLeaseAfterExpiry++
+			}
+		}
 		if s.doa {
 			rep.DOA = append(rep.DOA, s.id()+" "+s.kind+" on "+s.lock)
 			rep.DOAFaults = append(rep.DOAFaults, strings.Join(r.faultsAt(s.enter), ","))

@@ -470,3 +470,16 @@ func TestLateCalls(t *testing.T) {
 		t.Fatalf("Unlock lateness: got %+v, want 1 call, late by 799ms", u)
 	}
 }
+
+func TestFixedLeaseTold(t *testing.T) {
+	lease := func(acq, _ *event.Record) { acq.Lease = int64(time.Second) }
+	var l logs
+	// Deadline: 0 + 1000 − 12 = 988ms.
+	l.cs(1, "m", event.KindMutexLease, 0, 1, 1500, lease, told(990))
+	l.cs(2, "m", event.KindMutexLease, 1600, 1601, 3000, lease, told(2602)) // after enter + lease
+	rep := l.check(t)
+	if rep.FixedLeaseTold != 2 || rep.FixedLeaseAfterExpiry != 1 || rep.FixedLeaseWorst != 14*time.Millisecond {
+		t.Fatalf("got %d told, %d after expiry, worst %v; want 2, 1, 14ms",
+			rep.FixedLeaseTold, rep.FixedLeaseAfterExpiry, rep.FixedLeaseWorst)
+	}
+}

@@ -38,6 +38,7 @@ type section struct {
 	n     int // permits held (1 unless a semaphore)
 	size  int
 	token uint64
+	lease int64 // fixed LeaseTime (0: watchdog)
 	call  int64 // Lock called
 	enter int64 // Lock returned
 	exit  int64 // work ended (or the process died)
@@ -135,7 +136,7 @@ func parse(recs []event.Record) (*run, error) {
 				continue
 			}
 			s := &section{w: rec.W, pid: rec.PID, seq: rec.Seq, lock: rec.Lock, kind: rec.Kind, n: n,
-				size: rec.Size, token: rec.Token, call: rec.T0, enter: rec.T1, doa: rec.DOA, open: true}
+				size: rec.Size, token: rec.Token, lease: rec.Lease, call: rec.T0, enter: rec.T1, doa: rec.DOA, open: true}
 			k := key{rec.PID, rec.Seq}
 			if _, dup := open[k]; dup {
 				return nil, fmt.Errorf("two acquisitions logged as pid %d seq %d", rec.PID, rec.Seq)

@@ -133,6 +133,14 @@ type Report struct {
 	// between the two.
 	FenceChecks, FenceAcrossRestart int
 
+	// FixedLeaseTold is how fixed leases (LeaseTime) that ran out inside
+	// their section were told: the latest after its own deadline (Lock
+	// called + lease − drift margin) one was told, and how many were told
+	// after Lock returned + lease, when Redis had certainly dropped them.
+	FixedLeaseTold        int
+	FixedLeaseWorst       time.Duration
+	FixedLeaseAfterExpiry int
+
 	// Lateness of Lock calls by what bounded them ("context",
 	// "WaitTimeout") and of Unlock calls ("Unlock context").
 	Lateness map[string]*Lateness
@@ -179,15 +187,17 @@ func countClass(os []Overlap, c Class) int {
 }
 
 // WorstRecovery is the longest time waiters took to get a lock after an
-// empty restart.
+// empty restart, among the locks that had a holder again before the run
+// ended.
 func (r *Report) WorstRecovery() (Recovery, bool) {
 	var worst Recovery
+	found := false
 	for _, rc := range r.Recoveries {
-		if rc.Took >= worst.Took {
-			worst = rc
+		if !rc.Never && rc.Took >= worst.Took {
+			worst, found = rc, true
 		}
 	}
-	return worst, len(r.Recoveries) > 0
+	return worst, found
 }
 
 // Failures lists what makes a run fail: overlaps and over-admissions with
@@ -294,6 +304,10 @@ func (r *Report) Write(w io.Writer) {
 	}
 	p("fencing: %d inversions, %d duplicates (%d of them across a restart); %d acquisitions checked, %d across an empty restart",
 		inv, dup, invR, r.FenceChecks, r.FenceAcrossRestart)
+	if r.FixedLeaseTold > 0 {
+		p("fixed leases run out inside: %d; told at worst %v after their deadline (Lock called + lease − 1%% − 2ms); %d told only after Redis had dropped them",
+			r.FixedLeaseTold, r.FixedLeaseWorst.Round(time.Millisecond/10), r.FixedLeaseAfterExpiry)
+	}
 	for _, k := range []string{"Lock " + event.BoundContext, "Lock " + event.BoundWait, "Unlock " + event.BoundContext} {
 		if l := r.Lateness[k]; l != nil {
 			p("%s-bounded calls: %d, %d returned more than %v past their bound, worst %v past it (%s; faults %s)",
@@ -303,12 +317,8 @@ func (r *Report) Write(w io.Writer) {
 	p("longest stall with a waiter present: %s", r.LongestStall)
 	p("longest stall with no fault around: %s", r.LongestUnexplainedStall)
 	if worst, ok := r.WorstRecovery(); ok {
-		never := ""
-		if worst.Never {
-			never = " (no holder before the end: at least)"
-		}
-		p("after %d empty restarts, waiters got in within %v at worst%s (restart %d, %s)",
-			len(r.restarts()), worst.Took.Round(time.Millisecond), never, worst.Restart, worst.Lock)
+		p("after %d empty restarts, waiters got in within %v at worst (restart %d, %s)",
+			len(r.restarts()), worst.Took.Round(time.Millisecond), worst.Restart, worst.Lock)
 	} else {
 		p("after empty restarts: no waiter present at any restart")
 	}

@@ -117,6 +117,7 @@ type Record struct {
 	Size  int    `json:"size,omitempty"` // permit count (semaphore)
 	Try   bool   `json:"try,omitempty"`  // TryLock: one attempt, no waiting
 	Token uint64 `json:"token,omitempty"`
+	Lease int64  `json:"lease,omitempty"` // the fixed LeaseTime, ns (0: watchdog)
 
 	T0 int64 `json:"t0,omitempty"`
 	T1 int64 `json:"t1,omitempty"`
@@ -129,7 +130,9 @@ type Record struct {
 	DOA bool `json:"doa,omitempty"`
 	// Told is when the lease's context was cancelled during the critical
 	// section (0: it was not), for any reason (ErrLockLost, or the
-	// context Lock was given ended), with Cause its context.Cause.
+	// context Lock was given ended), with Cause its context.Cause. For a
+	// loss it is when the Client told its observer, on the goroutine that
+	// cancels the context just after.
 	Told  int64  `json:"told,omitempty"`
 	Cause string `json:"cause,omitempty"`
 
@@ -139,7 +142,7 @@ type Record struct {
 	Detail string `json:"detail,omitempty"`
 
 	Fault  string `json:"fault,omitempty"`
-	Target int    `json:"target,omitempty"`
+	Target int    `json:"target"`
 
 	// Summary: goroutines that outlived the worker's Client, one stack each.
 	Leaked []string `json:"leaked,omitempty"`
