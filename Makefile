@@ -4,7 +4,7 @@
 GO ?= go
 BENCHTIME ?= 2s
 
-.PHONY: test vet redis bench fuzz chaos
+.PHONY: test vet redis bench fuzz chaos contend
 
 test: redis vet
 	$(GO) test -race -count=1 -timeout 30m ./...
@@ -48,3 +48,13 @@ CHAOSGOFLAGS ?= -race
 CHAOSFLAGS ?=
 chaos: redis
 	$(GO) run $(CHAOSGOFLAGS) ./internal/chaos/cmd/chaos -duration $(DURATION) $(CHAOSFLAGS)
+
+# contend: the contention harness (internal/contend, issue 10): 8 processes
+# on one key (bare SET NX poll loop, Mutex, FairMutex), handoff latency,
+# 10,000 waiters, then uncontended Lock+Unlock beside the bare lock. A few
+# minutes; a short run is part of `make test`. CONTENDFLAGS e.g.
+# "-contend.procs 4 -contend.duration 5s".
+CONTENDFLAGS ?=
+contend: redis
+	$(GO) test -count=1 -timeout 60m -run '^TestContention$$' -v ./internal/contend -args -contend.full $(CONTENDFLAGS)
+	$(GO) test -count=1 -run '^$$' -bench Uncontended -benchtime $(BENCHTIME) ./internal/contend

@@ -1,0 +1,99 @@
+package contend
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Config is one run of the harness. Zero fields take the defaults of the
+// full run (`make contend`); [Smoke] is the short run of `make test`.
+type Config struct {
+	// Addr is the Redis server (host:port). Required.
+	Addr string
+	// WorkerExe is the executable the driver starts as its worker
+	// processes (with WorkerEnv set and the arguments "worker -addr …");
+	// it must call [WorkerMain] then. Required.
+	WorkerExe string
+	// Progress, if set, gets a line as each measurement starts.
+	Progress io.Writer
+
+	// Procs is the number of processes on one key (default 8).
+	Procs int
+	// Duration is how long each lock kind runs (default 15s).
+	Duration time.Duration
+	// Hold is the critical section (default 1ms, a sleep).
+	Hold time.Duration
+
+	// Handoffs is how many handoffs are timed per kind (default 1000).
+	Handoffs int
+	// Settle is how long the waiter must have been quiet (no new Wait
+	// event) before the holder releases (default 5ms).
+	Settle time.Duration
+
+	// Waiters is the number of waiters on one lock (default 10000).
+	Waiters int
+	// WaiterProcs is how many processes they are spread over (default 4).
+	WaiterProcs int
+	// WaiterLease is the watchdog timeout of every client in the waiter
+	// run, holder included (default 3s), so the blocked waiters live
+	// through several lease periods within Blocked.
+	WaiterLease time.Duration
+	// Blocked is how long the blocked waiters are watched (default 10s),
+	// after all are blocked and a further WaiterLease/3 has passed.
+	Blocked time.Duration
+	// Drain is the longest the driver waits, after the release, for every
+	// waiter to be served (default 5m).
+	Drain time.Duration
+
+	// Kinds are the lock kinds measured (default bare, mutex, fair; the
+	// handoff and waiter runs skip bare).
+	Kinds []Kind
+}
+
+// Smoke returns the short configuration `make test` runs: every part, few
+// processes, a second per kind, 200 waiters.
+func Smoke(addr, exe string) Config {
+	return Config{
+		Addr: addr, WorkerExe: exe,
+		Procs: 3, Duration: time.Second, Hold: time.Millisecond,
+		Handoffs: 20, Settle: 5 * time.Millisecond,
+		Waiters: 200, WaiterProcs: 2, WaiterLease: time.Second, Blocked: 1500 * time.Millisecond, Drain: time.Minute,
+	}
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Addr == "" || c.WorkerExe == "" {
+		return c, fmt.Errorf("contend: Config.Addr and Config.WorkerExe are required")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Procs, 8)
+	defD(&c.Duration, 15*time.Second)
+	defD(&c.Hold, time.Millisecond)
+	def(&c.Handoffs, 1000)
+	defD(&c.Settle, 5*time.Millisecond)
+	def(&c.Waiters, 10000)
+	def(&c.WaiterProcs, 4)
+	defD(&c.WaiterLease, 3*time.Second)
+	defD(&c.Blocked, 10*time.Second)
+	defD(&c.Drain, 5*time.Minute)
+	if len(c.Kinds) == 0 {
+		c.Kinds = []Kind{KindBare, KindMutex, KindFair}
+	}
+	return c, nil
+}
+
+func (c Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, "contend: "+format+"\n", args...)
+	}
+}

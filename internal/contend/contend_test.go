@@ -1,0 +1,181 @@
+package contend
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/keylock/keylock/internal/redistest"
+)
+
+// TestMain doubles as the worker: the driver runs this test binary again
+// with WorkerEnv set, so workers are built exactly as the test is.
+func TestMain(m *testing.M) {
+	if os.Getenv(WorkerEnv) != "" && len(os.Args) > 1 && os.Args[1] == "worker" {
+		os.Exit(WorkerMain(os.Args[2:]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+var (
+	full     = flag.Bool("contend.full", false, "run the full harness (make contend) instead of the smoke run, and print its report")
+	procs    = flag.Int("contend.procs", 0, "processes on one key (full run; default 8)")
+	duration = flag.Duration("contend.duration", 0, "run time per lock kind (full run; default 15s)")
+	handoffs = flag.Int("contend.handoffs", 0, "handoffs timed per kind (full run; default 1000)")
+	waiters  = flag.Int("contend.waiters", 0, "waiters on one lock (full run; default 10000)")
+)
+
+// TestContention runs the harness: by default the smoke run (part of `make
+// test`), which checks that every measurement ran and that its numbers are
+// consistent — never how fast anything was; with -contend.full the full
+// run of `make contend`, whose report it prints.
+func TestContention(t *testing.T) {
+	srv := redistest.NewServer(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Smoke(srv.Addr(), exe)
+	if *full {
+		cfg = Config{Addr: srv.Addr(), WorkerExe: exe, Procs: *procs, Duration: *duration, Handoffs: *handoffs, Waiters: *waiters,
+			Progress: os.Stdout}
+	}
+	var progress bytes.Buffer
+	if cfg.Progress == nil {
+		cfg.Progress = &progress
+	}
+	rep, err := Run(context.Background(), cfg)
+	var out bytes.Buffer
+	if rep != nil {
+		rep.Write(&out)
+	}
+	if *full {
+		fmt.Printf("\nload average now: %s\n\n%s", loadAverage(), out.String())
+	} else {
+		t.Logf("%s\n%s", progress.String(), out.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep)
+}
+
+// checkReport fails t on numbers that cannot be right whatever the
+// machine's speed.
+func checkReport(t *testing.T, rep *Report) {
+	t.Helper()
+	cfg := rep.Config
+	if len(rep.Throughput) != len(cfg.Kinds) {
+		t.Errorf("contended runs: got %d, want one per kind (%d)", len(rep.Throughput), len(cfg.Kinds))
+	}
+	for _, r := range rep.Throughput {
+		name := r.Kind.Label()
+		if r.Sections == 0 || r.PerSec <= 0 || r.VsPoll <= 0 {
+			t.Errorf("%s: %d critical sections, %.1f/s, %.2f× the poll loop: want some", name, r.Sections, r.PerSec, r.VsPoll)
+		}
+		if r.Overlaps != 0 {
+			t.Errorf("%s: %d critical sections overlapped an earlier one: the lock was not exclusive", name, r.Overlaps)
+		}
+		if r.Changes < 0 || r.Changes > 100 || r.Idlest < 0 || r.Idlest > r.Busiest || r.Busiest > 100 {
+			t.Errorf("%s: holder changes %.1f %%, shares %.1f / %.1f %%: out of range", name, r.Changes, r.Busiest, r.Idlest)
+		}
+		if r.WaitP50 < 0 || r.WaitP50 > r.WaitP99 || r.WaitP99 > r.WaitMax {
+			t.Errorf("%s: waits p50 %v, p99 %v, max %v: not ordered", name, r.WaitP50, r.WaitP99, r.WaitMax)
+		}
+		if r.Hold < cfg.Hold {
+			t.Errorf("%s: mean hold %v, shorter than the %v critical section", name, r.Hold, cfg.Hold)
+		}
+		c := r.Cost
+		if c.Scripts <= 0 || c.Sent < c.Scripts || c.InRedis < c.Sent {
+			t.Errorf("%s: per CS %.2f sent, %.2f scripts, %.2f in Redis: want 0 < scripts ≤ sent ≤ in Redis", name, c.Sent, c.Scripts, c.InRedis)
+		}
+		if r.Kind == KindBare {
+			// One release script per section, and the hook's count agrees with
+			// the server's: SET + EVALSHA sent, GET + DEL run inside it.
+			if math.Abs(c.Scripts-1) > 0.01 {
+				t.Errorf("bare lock: %.3f scripts per critical section, want 1 (its release)", c.Scripts)
+			}
+			if inside := c.InRedis - c.Sent; math.Abs(inside-2*c.Scripts) > 0.01*c.InRedis {
+				t.Errorf("bare lock: %.2f in Redis − %.2f sent = %.2f per CS run inside scripts, want 2 per script (%.2f)",
+					c.InRedis, c.Sent, inside, 2*c.Scripts)
+			}
+		}
+	}
+	if want := len(cfg.Kinds) - 1; len(rep.Handoff) != want {
+		t.Errorf("handoff runs: got %d, want %d", len(rep.Handoff), want)
+	}
+	for _, h := range rep.Handoff {
+		if h.N != cfg.Handoffs || h.P50 > h.P99 || h.P99 > h.Max || h.CallP50 < h.P50 || h.Max > time.Minute {
+			t.Errorf("%s handoffs: %d timed (want %d), p50 %v p99 %v max %v, from the call p50 %v: inconsistent",
+				h.Kind.Label(), h.N, cfg.Handoffs, h.P50, h.P99, h.Max, h.CallP50)
+		}
+	}
+	if want := len(cfg.Kinds) - 1; len(rep.Herd) != want {
+		t.Errorf("many-waiter runs: got %d, want %d", len(rep.Herd), want)
+	}
+	for _, h := range rep.Herd {
+		if h.Served != cfg.Waiters {
+			t.Errorf("%s: %d of %d waiters served", h.Kind.Label(), h.Served, cfg.Waiters)
+		}
+		if h.Blocked <= 0 || h.Drain <= 0 || h.Arrival <= 0 {
+			t.Errorf("%s: watched blocked %v, drain %v, arrival %v: want all > 0", h.Kind.Label(), h.Blocked, h.Drain, h.Arrival)
+		}
+		if h.Cost.Scripts < 1 || h.Cost.InRedis < h.Cost.Sent {
+			t.Errorf("%s: per waiter served %.2f scripts, %.2f sent, %.2f in Redis: want ≥ 1 script (its release) and sent ≤ in Redis",
+				h.Kind.Label(), h.Cost.Scripts, h.Cost.Sent, h.Cost.InRedis)
+		}
+	}
+}
+
+// TestMeasureUncontended runs BenchmarkUncontended's measurement briefly:
+// every kind measured, and the bare lock's server-side count exact.
+func TestMeasureUncontended(t *testing.T) {
+	srv := redistest.NewServer(t)
+	rs, err := MeasureUncontended(context.Background(), srv.Addr(), 2, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		t.Logf("%+v", r)
+		if r.Ops != 60 || r.PerSec <= 0 || r.AllocsPerOp <= 0 || r.SentPerOp < 2 || r.InRedisPerOp < r.SentPerOp {
+			t.Errorf("%s: %+v: want 60 ops, some throughput and allocations, ≥ 2 commands sent and at least as many run", r.Kind, r)
+		}
+	}
+	if b := rs[0]; b.SentPerOp != 2 || b.InRedisPerOp != 4 {
+		t.Errorf("bare lock: %.2f sent, %.2f run in Redis per op; want 2 (SET, EVALSHA) and 4 (+ GET, DEL)", b.SentPerOp, b.InRedisPerOp)
+	}
+}
+
+// BenchmarkUncontended is Lock+Unlock of a free lock with a cancellable
+// context per operation, at 1 and 16 goroutines (each on its own key), for
+// Mutex and FairMutex beside the bare SET NX lock, interleaved. b.N is the
+// operations per goroutine and kind. It reports each kind's ops/s, its
+// ratio to the bare lock (issue 10's targets: ≥ 0.9 at 1 goroutine, ≥ 0.8
+// at 16), allocations and Redis commands per operation.
+func BenchmarkUncontended(b *testing.B) {
+	srv := redistest.NewServer(b)
+	for _, g := range []int{1, 16} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			rs, err := MeasureUncontended(context.Background(), srv.Addr(), g, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range rs {
+				k := string(r.Kind)
+				b.ReportMetric(r.PerSec, k+"-ops/s")
+				if r.Kind != KindBare {
+					b.ReportMetric(r.VsBare, k+"/bare")
+				}
+				b.ReportMetric(r.AllocsPerOp, k+"-allocs/op")
+				b.ReportMetric(r.InRedisPerOp, k+"-redis-cmds/op")
+			}
+		})
+	}
+}

@@ -1,0 +1,74 @@
+// Package contend is keylock's contention harness (issue 10): it measures
+// how the engine's locks behave when many processes want one lock at once,
+// beside a bare SET NX lock in the same run, so engine changes are judged
+// by numbers. `make contend` runs it in full (a few minutes) and prints
+// Markdown tables; a short run, which checks only that every measurement
+// ran and its numbers are consistent (never how fast), is part of
+// `make test`.
+//
+// Everything goes through core's public API. The driver ([Run]) starts
+// worker processes (the test binary again, with [WorkerEnv] set, running
+// [WorkerMain]); each has its own go-redis client and its own core.Client
+// and takes orders as JSON lines on stdin. All times are CLOCK_MONOTONIC
+// (the same clock in every process of one machine), so one process's
+// release and another's acquisition compare directly. Redis's side is read
+// from INFO commandstats before and after each measurement.
+//
+// # Contended runs
+//
+// Procs processes (default 8) on one key, each looping Lock → 1 ms
+// critical section (a sleep) → Unlock for Duration (default 15 s) per lock
+// kind: the bare lock (SET NX PX + compare-and-delete, retried every 1 ms
+// while busy), core.Mutex, core.FairMutex — the same processes, one kind
+// after another. The driver gives every process the same start and end
+// instant. Reported per kind:
+//
+//   - critical sections per second entered within the window, and the
+//     ratio to the bare lock's;
+//   - holder changes: the share of consecutive sections (in entry order,
+//     across processes) taken by a different process than the one before;
+//   - the busiest and the idlest process's share of the sections;
+//   - wait (Lock called → Lock returned) p50 / p99 / max; max also counts
+//     the Locks still waiting when the window closed;
+//   - per critical section: commands sent by the clients (a go-redis hook
+//     in each process counts every command, plus the SUBSCRIBE family that
+//     go-redis pub/sub connections send past hooks, counted by the server),
+//     scripts, (UN)SUBSCRIBEs, PUBLISHes (wake-ups, each delivered to every
+//     subscribed process) and every command Redis ran, scripts' inner
+//     commands included;
+//   - overlaps: sections that began before an earlier one ended. The lock
+//     was not exclusive; always a failure.
+//
+// # Handoff
+//
+// Two processes: A holds the lock; B calls Lock and waits; once B has
+// reported a Wait event (core.Observer) and then been quiet for Settle, A
+// unlocks. Timed from A's Unlock returning (and from A calling it) to B's
+// Lock returning, over Handoffs handoffs (default 1000) per core kind.
+//
+// # Uncontended
+//
+// [BenchmarkUncontended] (`make bench`): Lock+Unlock of a free lock, each
+// under its own context.WithCancel as a request has, at 1 and 16
+// goroutines, bare lock / Mutex / FairMutex interleaved in blocks:
+// operations per second, the ratio to the bare lock, allocations and Redis
+// commands per operation.
+//
+// # Many waiters
+//
+// The driver holds the lock; Waiters goroutines (default 10,000) over
+// WaiterProcs processes call Lock. Once every one has reported a Wait event
+// (and WaiterLease/3 more has passed), the driver samples the server's
+// script count every 100 ms for Blocked (default 10 s, with every client's
+// watchdog timeout at WaiterLease = 3 s, so the waiters live through
+// several lease periods): the most scripts in one interval is how
+// synchronized their re-polls are. Then the holder releases, each waiter
+// takes the lock once and releases it at once, and the commands from the
+// release until the last one was served are divided by the waiters served.
+//
+// # Reading the numbers
+//
+// A critical section is a sleep: on a loaded machine it overshoots (the
+// "hold" column). The load average before and after each measurement is in
+// the report; compare kinds within one run, not across runs.
+package contend

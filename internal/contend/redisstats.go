@@ -1,0 +1,133 @@
+package contend
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// commandStats is INFO commandstats: calls per command name ("evalsha",
+// "client|setinfo", …). Redis counts the commands a script runs as well as
+// the script itself.
+type commandStats map[string]int64
+
+// readCommandStats reads INFO commandstats.
+func readCommandStats(ctx context.Context, rdb redis.Cmdable) (commandStats, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, fmt.Errorf("contend: INFO commandstats: %w", err)
+	}
+	s := commandStats{}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		name, rest, ok := strings.Cut(line[len("cmdstat_"):], ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("contend: INFO commandstats line %q: %w", line, err)
+		}
+		s[name] = n
+	}
+	return s, nil
+}
+
+// since returns s − before, command by command.
+func (s commandStats) since(before commandStats) commandStats {
+	d := commandStats{}
+	for name, n := range s {
+		if n -= before[name]; n != 0 {
+			d[name] = n
+		}
+	}
+	return d
+}
+
+// sum adds up the calls of the named commands.
+func (s commandStats) sum(names ...string) int64 {
+	var n int64
+	for _, name := range names {
+		n += s[name]
+	}
+	return n
+}
+
+// total is every command Redis ran (scripts' inner commands included),
+// except the harness's own INFO.
+func (s commandStats) total() int64 {
+	var n int64
+	for name, c := range s {
+		if name != "info" {
+			n += c
+		}
+	}
+	return n
+}
+
+// Command groups as INFO commandstats names them.
+var (
+	scriptCommands    = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
+	subscribeCommands = []string{"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe", "psubscribe", "punsubscribe"}
+	publishCommands   = []string{"publish", "spublish"}
+)
+
+// Cost is what Redis saw per unit of work (per critical section, per waiter
+// served).
+type Cost struct {
+	// Sent is the commands the lock's clients sent: every command their
+	// go-redis clients issued (counted by a hook in each process, pipelined
+	// ones one by one) plus the SUBSCRIBE family, which go-redis's pub/sub
+	// connections send without hooks (counted by the server).
+	Sent float64
+	// Scripts is EVAL/EVALSHA/FCALL calls (server-side).
+	Scripts float64
+	// Subscribes is SUBSCRIBE/UNSUBSCRIBE calls, sharded and pattern ones
+	// included (server-side).
+	Subscribes float64
+	// Publishes is PUBLISH/SPUBLISH calls, from inside scripts (server-side).
+	// Each is delivered to every subscribed process.
+	Publishes float64
+	// InRedis is every command Redis ran, scripts' inner commands included
+	// (server-side).
+	InRedis float64
+}
+
+// newCost divides what Redis saw (delta) and what the clients counted
+// (hookSent) by n.
+func newCost(delta commandStats, hookSent int64, n int) Cost {
+	if n <= 0 {
+		return Cost{}
+	}
+	f := float64(n)
+	subs := delta.sum(subscribeCommands...)
+	return Cost{
+		Sent:       float64(hookSent+subs) / f,
+		Scripts:    float64(delta.sum(scriptCommands...)) / f,
+		Subscribes: float64(subs) / f,
+		Publishes:  float64(delta.sum(publishCommands...)) / f,
+		InRedis:    float64(delta.total()) / f,
+	}
+}
+
+// loadAverage returns the 1-minute load average (from /proc/loadavg), or
+// "?" where there is none.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}

@@ -1,0 +1,116 @@
+package contend
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Report is one run of the harness: the contended runs, the handoffs and
+// the many-waiters runs, with the configuration and machine they ran on.
+type Report struct {
+	Config     Config
+	Machine    string
+	Throughput []Throughput
+	Handoff    []Handoff
+	Herd       []Herd
+}
+
+// Run runs the contended, handoff and many-waiters measurements (see the
+// package documentation) against the Redis server at cfg.Addr.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addr})
+	defer rdb.Close()
+	rep := &Report{Config: cfg, Machine: machine(ctx, rdb)}
+	if rep.Throughput, err = runThroughput(ctx, cfg, rdb); err != nil {
+		return rep, err
+	}
+	if rep.Handoff, err = runHandoff(ctx, cfg); err != nil {
+		return rep, err
+	}
+	if rep.Herd, err = runHerd(ctx, cfg, rdb); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// machine describes where the run happens: cores, Go, Redis.
+func machine(ctx context.Context, rdb *redis.Client) string {
+	ver := "?"
+	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				ver = v
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs, %s, Redis %s", runtime.NumCPU(), runtime.Version(), ver)
+}
+
+// Write prints the report as Markdown tables.
+func (r *Report) Write(w io.Writer) {
+	c := r.Config
+	fmt.Fprintf(w, "machine: %s\n\n", r.Machine)
+	if len(r.Throughput) > 0 {
+		fmt.Fprintf(w, "%d processes on one key, %v critical section, %v per kind (load average before→after):\n\n",
+			c.Procs, c.Hold, c.Duration)
+		fmt.Fprintln(w, "| lock | CS/s | vs poll | holder changes | busiest / idlest | wait p50 / p99 / max | sent/CS | scripts/CS | (un)sub/CS | publish/CS | in Redis/CS | hold | load |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, t := range r.Throughput {
+			fmt.Fprintf(w, "| %s | %.0f | %.2f× | %.0f %% | %.1f / %.1f %% | %s / %s / %s | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %s→%s |\n",
+				t.Kind.Label(), t.PerSec, t.VsPoll, t.Changes, t.Busiest, t.Idlest,
+				ms(t.WaitP50), ms(t.WaitP99), ms(t.WaitMax),
+				t.Cost.Sent, t.Cost.Scripts, t.Cost.Subscribes, t.Cost.Publishes, t.Cost.InRedis, ms(t.Hold), t.Load[0], t.Load[1])
+		}
+		for _, t := range r.Throughput {
+			if t.Overlaps > 0 {
+				fmt.Fprintf(w, "\n**%s: %d critical sections overlapped an earlier one**\n", t.Kind.Label(), t.Overlaps)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Handoff) > 0 {
+		fmt.Fprintf(w, "handoff between two processes (waiter quiet in Lock for %v before the release):\n\n", c.Settle)
+		fmt.Fprintln(w, "| lock | handoffs | Unlock returned → Lock returned p50 / p99 / max | Unlock called → Lock returned p50 / p99 | load |")
+		fmt.Fprintln(w, "|---|---|---|---|---|")
+		for _, h := range r.Handoff {
+			fmt.Fprintf(w, "| %s | %d | %s / %s / %s | %s / %s | %s→%s |\n", h.Kind.Label(), h.N,
+				ms(h.P50), ms(h.P99), ms(h.Max), ms(h.CallP50), ms(h.CallP99), h.Load[0], h.Load[1])
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Herd) > 0 {
+		fmt.Fprintf(w, "%d waiters in %d processes on one lock, leases %v, watched blocked for %v:\n\n",
+			c.Waiters, c.WaiterProcs, c.WaiterLease, c.Blocked)
+		fmt.Fprintln(w, "| lock | all blocked after | blocked: max scripts in one ~100 ms / mean per s | served | drain | drain: max scripts per ~100 ms | per waiter served: sent / scripts / (un)sub / publish / in Redis | load |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+		for _, h := range r.Herd {
+			fmt.Fprintf(w, "| %s | %s | %d (in %s) / %.0f | %d | %s | %d | %.2f / %.2f / %.2f / %.2f / %.1f | %s→%s |\n",
+				h.Kind.Label(), ms(h.Arrival), h.BlockedMax, ms(h.BlockedMaxOver), h.BlockedPerSec,
+				h.Served, ms(h.Drain), h.DrainMax,
+				h.Cost.Sent, h.Cost.Scripts, h.Cost.Subscribes, h.Cost.Publishes, h.Cost.InRedis, h.Load[0], h.Load[1])
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// ms formats d in milliseconds, to the precision that is meaningful.
+func ms(d time.Duration) string {
+	f := float64(d) / float64(time.Millisecond)
+	switch {
+	case f >= 100 || f <= -100:
+		return fmt.Sprintf("%.0f ms", f)
+	case f >= 10 || f <= -10:
+		return fmt.Sprintf("%.1f ms", f)
+	}
+	return fmt.Sprintf("%.2f ms", f)
+}

@@ -1,0 +1,190 @@
+package contend
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/keylock/keylock/internal/chaos/event"
+	"github.com/redis/go-redis/v9"
+)
+
+// Throughput is one lock kind's contended run: Procs processes on one key,
+// each looping Lock → Hold → Unlock for the window.
+type Throughput struct {
+	Kind   Kind
+	Procs  int
+	Window time.Duration
+	// Sections is the critical sections entered within the window.
+	Sections int
+	// PerSec is Sections per second; VsPoll is PerSec relative to the bare
+	// lock's in the same run (0 when the bare lock was not run).
+	PerSec, VsPoll float64
+	// Changes is the share (%) of consecutive critical sections taken by a
+	// different process than the one before.
+	Changes float64
+	// Busiest and Idlest are the largest and smallest share (%) of the
+	// window's critical sections one process had.
+	Busiest, Idlest float64
+	// Wait percentiles: Lock called → Lock returned, over the acquisitions
+	// within the window. WaitMax also counts the waits still open at the
+	// end of the window (as long as they had lasted by then).
+	WaitP50, WaitP99, WaitMax time.Duration
+	// Hold is the mean time a critical section held the lock (the
+	// configured Hold plus sleep overshoot on a loaded machine).
+	Hold time.Duration
+	// Overlaps counts critical sections that began before an earlier one
+	// ended: a broken lock. Must be 0.
+	Overlaps int
+	// Cost is per critical section, over all of them (those finishing
+	// after the window too): the commands cover the same span.
+	Cost Cost
+	// Load is the 1-minute load average before and after.
+	Load [2]string
+}
+
+// runThroughput runs every kind of cfg.Kinds on the same cfg.Procs
+// processes, one after another.
+func runThroughput(ctx context.Context, cfg Config, rdb redis.Cmdable) ([]Throughput, error) {
+	what := func(k Kind) string {
+		return fmt.Sprintf("%d processes on one key, %s, %v", cfg.Procs, k.Label(), cfg.Duration)
+	}
+	out, err := onWorkers(ctx, cfg, cfg.Procs, false, what, func(ps []*proc, k Kind) (Throughput, error) {
+		return throughputOf(ctx, cfg, rdb, ps, k)
+	})
+	if err != nil {
+		return out, err
+	}
+	for i := range out {
+		if out[0].Kind == KindBare && out[0].PerSec > 0 {
+			out[i].VsPoll = out[i].PerSec / out[0].PerSec
+		}
+	}
+	return out, nil
+}
+
+func throughputOf(ctx context.Context, cfg Config, rdb redis.Cmdable, ps []*proc, k Kind) (Throughput, error) {
+	key := "contend:" + string(k)
+	if _, err := sendAll(ps, request{Op: opOpen, Kind: k, Key: key}, evOpen, time.Minute); err != nil {
+		return Throughput{}, err
+	}
+	load0 := loadAverage()
+	before, err := readCommandStats(ctx, rdb)
+	if err != nil {
+		return Throughput{}, err
+	}
+	start := event.Now() + int64(300*time.Millisecond)
+	end := start + int64(cfg.Duration)
+	rs, err := sendAll(ps, request{Op: opRun, Start: start, End: end, Hold: cfg.Hold}, evRun, cfg.Duration+2*time.Minute)
+	if err != nil {
+		return Throughput{}, err
+	}
+	after, err := readCommandStats(ctx, rdb)
+	if err != nil {
+		return Throughput{}, err
+	}
+	if _, err := sendAll(ps, request{Op: opClose}, evClosed, time.Minute); err != nil {
+		return Throughput{}, err
+	}
+	per := make([][]section, len(rs))
+	var sent int64
+	for i, r := range rs {
+		per[i], sent = r.CS, sent+r.Sent
+	}
+	t := analyzeThroughput(k, per, start, end)
+	t.Cost = newCost(after.since(before), sent, countSections(per))
+	t.Load = [2]string{load0, loadAverage()}
+	return t, nil
+}
+
+func countSections(per [][]section) int {
+	n := 0
+	for _, cs := range per {
+		n += len(cs)
+	}
+	return n
+}
+
+// analyzeThroughput computes a Throughput (all but Cost, VsPoll and Load)
+// from each process's critical sections and the window [start, end).
+func analyzeThroughput(k Kind, per [][]section, start, end int64) Throughput {
+	t := Throughput{Kind: k, Procs: len(per), Window: time.Duration(end - start)}
+	type entry struct {
+		proc int
+		cs   section
+	}
+	var all []entry
+	counts := make([]int, len(per))
+	var waits []time.Duration
+	var held time.Duration
+	for p, cs := range per {
+		for _, s := range cs {
+			all = append(all, entry{p, s})
+			held += time.Duration(s[2] - s[1])
+			switch {
+			case s[1] >= start && s[1] < end:
+				counts[p]++
+				waits = append(waits, time.Duration(s[1]-s[0]))
+			case s[0] < end && s[1] >= end: // still waiting at the end
+				t.WaitMax = max(t.WaitMax, time.Duration(end-s[0]))
+			}
+		}
+	}
+	if len(all) > 0 {
+		t.Hold = held / time.Duration(len(all))
+	}
+	slices.SortFunc(all, func(a, b entry) int { return compareInt64(a.cs[1], b.cs[1]) })
+	var lastEnd int64
+	prev, changes, inWindow := -1, 0, 0
+	for _, e := range all {
+		if e.cs[1] < lastEnd {
+			t.Overlaps++
+		}
+		lastEnd = max(lastEnd, e.cs[2])
+		if e.cs[1] < start || e.cs[1] >= end {
+			continue
+		}
+		if prev >= 0 && e.proc != prev {
+			changes++
+		}
+		prev = e.proc
+		inWindow++
+	}
+	t.Sections = inWindow
+	if inWindow == 0 {
+		return t
+	}
+	t.PerSec = float64(inWindow) / t.Window.Seconds()
+	if inWindow > 1 {
+		t.Changes = 100 * float64(changes) / float64(inWindow-1)
+	}
+	t.Busiest, t.Idlest = 0, 100
+	for _, c := range counts {
+		share := 100 * float64(c) / float64(inWindow)
+		t.Busiest, t.Idlest = max(t.Busiest, share), min(t.Idlest, share)
+	}
+	slices.Sort(waits)
+	t.WaitP50, t.WaitP99 = percentile(waits, 50), percentile(waits, 99)
+	t.WaitMax = max(t.WaitMax, waits[len(waits)-1])
+	return t
+}
+
+func compareInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// percentile returns the p-th percentile (nearest rank) of sorted values.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p/100+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
