@@ -28,7 +28,7 @@ type Config struct {
 	// Handoffs is how many handoffs are timed per kind (default 1000).
 	Handoffs int
 	// Settle is how long the waiter must have been quiet (no new Wait
-	// event) before the holder releases (default 5ms).
+	// event) before the holder releases (default 20ms).
 	Settle time.Duration
 
 	// Waiters is the number of waiters on one lock (default 10000).
@@ -80,7 +80,7 @@ func (c Config) withDefaults() (Config, error) {
 	defD(&c.Duration, 15*time.Second)
 	defD(&c.Hold, time.Millisecond)
 	def(&c.Handoffs, 1000)
-	defD(&c.Settle, 5*time.Millisecond)
+	defD(&c.Settle, 20*time.Millisecond)
 	def(&c.Waiters, 10000)
 	def(&c.WaiterProcs, 4)
 	defD(&c.WaiterLease, 3*time.Second)

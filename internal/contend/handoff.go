@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Handoff is one kind's handoff latency between two processes: A holds,
@@ -18,6 +20,9 @@ type Handoff struct {
 	P50, P99, Max time.Duration
 	// From A calling Unlock to B's Lock returning.
 	CallP50, CallP99 time.Duration
+	// Scripts and Publishes are what Redis ran per handoff, from just
+	// before the release to just after B's Lock returned (server-side).
+	Scripts, Publishes float64
 	// Load is the 1-minute load average before and after.
 	Load [2]string
 }
@@ -26,18 +31,18 @@ type Handoff struct {
 const handoffWarmup = 10
 
 // runHandoff times cfg.Handoffs handoffs for every core kind of cfg.Kinds.
-func runHandoff(ctx context.Context, cfg Config) ([]Handoff, error) {
+func runHandoff(ctx context.Context, cfg Config, rdb redis.Cmdable) ([]Handoff, error) {
 	// Not the bare lock: it has no Wait events to tell that its waiter is
 	// polling.
 	what := func(k Kind) string {
 		return fmt.Sprintf("handoff between two processes, %s, %d times", k.Label(), cfg.Handoffs)
 	}
 	return onWorkers(ctx, cfg, 2, true, what, func(ps []*proc, k Kind) (Handoff, error) {
-		return handoffOf(ctx, cfg, ps[0], ps[1], k)
+		return handoffOf(ctx, cfg, rdb, ps[0], ps[1], k)
 	})
 }
 
-func handoffOf(ctx context.Context, cfg Config, a, b *proc, k Kind) (Handoff, error) {
+func handoffOf(ctx context.Context, cfg Config, rdb redis.Cmdable, a, b *proc, k Kind) (Handoff, error) {
 	key := "contend:handoff:" + string(k)
 	open := request{Op: opOpen, Kind: k, Key: key, Observe: true}
 	if _, err := sendAll([]*proc{a, b}, open, evOpen, time.Minute); err != nil {
@@ -45,6 +50,7 @@ func handoffOf(ctx context.Context, cfg Config, a, b *proc, k Kind) (Handoff, er
 	}
 	h := Handoff{Kind: k, Load: [2]string{loadAverage()}}
 	var fromReturn, fromCall []time.Duration
+	var scripts, publishes int64
 	const step = 30 * time.Second
 	for i := range cfg.Handoffs + handoffWarmup {
 		if err := ctx.Err(); err != nil {
@@ -62,6 +68,10 @@ func handoffOf(ctx context.Context, cfg Config, a, b *proc, k Kind) (Handoff, er
 		if _, err := b.expect(evParked, step); err != nil {
 			return h, err
 		}
+		before, err := readCommandStats(ctx, rdb)
+		if err != nil {
+			return h, err
+		}
 		if err := a.send(request{Op: opRelease}); err != nil {
 			return h, err
 		}
@@ -70,6 +80,10 @@ func handoffOf(ctx context.Context, cfg Config, a, b *proc, k Kind) (Handoff, er
 			return h, err
 		}
 		acq, err := b.expect(evAcquired, step)
+		if err != nil {
+			return h, err
+		}
+		after, err := readCommandStats(ctx, rdb)
 		if err != nil {
 			return h, err
 		}
@@ -82,6 +96,9 @@ func handoffOf(ctx context.Context, cfg Config, a, b *proc, k Kind) (Handoff, er
 		if i >= handoffWarmup {
 			fromReturn = append(fromReturn, time.Duration(acq.T1-rel.T1))
 			fromCall = append(fromCall, time.Duration(acq.T1-rel.T0))
+			d := after.since(before)
+			scripts += d.sum(scriptCommands...)
+			publishes += d.sum(publishCommands...)
 		}
 	}
 	if _, err := sendAll([]*proc{a, b}, request{Op: opClose}, evClosed, time.Minute); err != nil {
@@ -92,6 +109,7 @@ func handoffOf(ctx context.Context, cfg Config, a, b *proc, k Kind) (Handoff, er
 	h.N = len(fromReturn)
 	h.P50, h.P99, h.Max = percentile(fromReturn, 50), percentile(fromReturn, 99), fromReturn[len(fromReturn)-1]
 	h.CallP50, h.CallP99 = percentile(fromCall, 50), percentile(fromCall, 99)
+	h.Scripts, h.Publishes = float64(scripts)/float64(h.N), float64(publishes)/float64(h.N)
 	h.Load[1] = loadAverage()
 	return h, nil
 }

@@ -34,7 +34,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.Throughput, err = runThroughput(ctx, cfg, rdb); err != nil {
 		return rep, err
 	}
-	if rep.Handoff, err = runHandoff(ctx, cfg); err != nil {
+	if rep.Handoff, err = runHandoff(ctx, cfg, rdb); err != nil {
 		return rep, err
 	}
 	if rep.Herd, err = runHerd(ctx, cfg, rdb); err != nil {
@@ -80,11 +80,11 @@ func (r *Report) Write(w io.Writer) {
 	}
 	if len(r.Handoff) > 0 {
 		fmt.Fprintf(w, "handoff between two processes (waiter quiet in Lock for %v before the release):\n\n", c.Settle)
-		fmt.Fprintln(w, "| lock | handoffs | Unlock returned → Lock returned p50 / p99 / max | Unlock called → Lock returned p50 / p99 | load |")
-		fmt.Fprintln(w, "|---|---|---|---|---|")
+		fmt.Fprintln(w, "| lock | handoffs | Unlock returned → Lock returned p50 / p99 / max | Unlock called → Lock returned p50 / p99 | scripts / publish per handoff | load |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|")
 		for _, h := range r.Handoff {
-			fmt.Fprintf(w, "| %s | %d | %s / %s / %s | %s / %s | %s→%s |\n", h.Kind.Label(), h.N,
-				ms(h.P50), ms(h.P99), ms(h.Max), ms(h.CallP50), ms(h.CallP99), h.Load[0], h.Load[1])
+			fmt.Fprintf(w, "| %s | %d | %s / %s / %s | %s / %s | %.2f / %.2f | %s→%s |\n", h.Kind.Label(), h.N,
+				ms(h.P50), ms(h.P99), ms(h.Max), ms(h.CallP50), ms(h.CallP99), h.Scripts, h.Publishes, h.Load[0], h.Load[1])
 		}
 		fmt.Fprintln(w)
 	}
