@@ -57,9 +57,11 @@ func Records(recs []event.Record) (*Report, error) {
 				rep.ToldUnlockOK++
 			}
 		}
-		if s.lease > 0 && s.told != 0 && strings.Contains(s.cause, "lost") {
+		if s.lease > 0 && s.told != 0 && strings.Contains(s.cause, "lost") && !r.pausedNear(s.pid, s.call, s.told) {
 			rep.FixedLeaseTold++
-			deadline := s.call + s.lease - (s.lease/100 + int64(2*time.Millisecond))
+			// The attempt that won was sent before Lock returned: its
+			// deadline is at the latest enter + lease − margin.
+			deadline := s.enter + s.lease - (s.lease/100 + int64(2*time.Millisecond))
 			rep.FixedLeaseWorst = max(rep.FixedLeaseWorst, time.Duration(s.told-deadline))
 			if s.told > s.enter+s.lease {
 				rep.FixedLeaseAfterExpiry++

@@ -134,9 +134,12 @@ type Report struct {
 	FenceChecks, FenceAcrossRestart int
 
 	// FixedLeaseTold is how fixed leases (LeaseTime) that ran out inside
-	// their section were told: the latest after its own deadline (Lock
-	// called + lease − drift margin) one was told, and how many were told
-	// after Lock returned + lease, when Redis had certainly dropped them.
+	// their section, in a process that was not stopped meanwhile, were
+	// told: FixedLeaseWorst is the latest one was told after Lock returned
+	// + lease − drift margin (a lower bound of how late it was: the
+	// winning attempt was sent before Lock returned), and
+	// FixedLeaseAfterExpiry how many were told only after Lock returned +
+	// lease, when Redis had certainly dropped them.
 	FixedLeaseTold        int
 	FixedLeaseWorst       time.Duration
 	FixedLeaseAfterExpiry int
@@ -305,7 +308,7 @@ func (r *Report) Write(w io.Writer) {
 	p("fencing: %d inversions, %d duplicates (%d of them across a restart); %d acquisitions checked, %d across an empty restart",
 		inv, dup, invR, r.FenceChecks, r.FenceAcrossRestart)
 	if r.FixedLeaseTold > 0 {
-		p("fixed leases run out inside: %d; told at worst %v after their deadline (Lock called + lease − 1%% − 2ms); %d told only after Redis had dropped them",
+		p("fixed leases run out inside (process not stopped): %d; told at worst %v after Lock returned + lease − 1%% − 2ms; %d told only after Redis had dropped them",
 			r.FixedLeaseTold, r.FixedLeaseWorst.Round(time.Millisecond/10), r.FixedLeaseAfterExpiry)
 	}
 	for _, k := range []string{"Lock " + event.BoundContext, "Lock " + event.BoundWait, "Unlock " + event.BoundContext} {

@@ -49,9 +49,12 @@ func (r *run) stalls(rep *Report) {
 			if !present {
 				continue
 			}
+			// The first holder after Redis was killed: it can only have
+			// got the lock from the new server, which may serve a little
+			// before the driver sees it up.
 			first := int64(0)
 			for _, s := range sections[l] {
-				if s.enter > rs.to && (first == 0 || s.enter < first) {
+				if s.enter > rs.from && (first == 0 || s.enter < first) {
 					first = s.enter
 				}
 			}
@@ -59,7 +62,7 @@ func (r *run) stalls(rep *Report) {
 			if first == 0 {
 				rc.Never, rc.Took = true, time.Duration(r.end-rs.to)
 			} else {
-				rc.Took = time.Duration(first - rs.to)
+				rc.Took = max(0, time.Duration(first-rs.to))
 			}
 			rep.Recoveries = append(rep.Recoveries, rc)
 		}
