@@ -20,6 +20,22 @@ func retryingProxyClient(t testing.TB, addr string, readTimeout time.Duration) *
 	return rdb
 }
 
+// replayingLink starts a server and a Client that reaches it through a
+// proxy, with go-redis's default retries and a 200ms read timeout, warmed
+// up; then it delays the link so that the first copy of the next command
+// times out (go-redis sends it again, and both copies run on the server),
+// and heals it 250ms later. It returns a direct client to the server.
+func replayingLink(t *testing.T) (*core.Client, *redis.Client) {
+	t.Helper()
+	srv, direct := single(t)
+	p := redistestProxy(t, srv.Addr())
+	c := newLocks(t, retryingProxyClient(t, p.Addr(), 200*time.Millisecond))
+	warm(t, c)
+	p.Delay(150 * time.Millisecond)
+	go func() { time.Sleep(250 * time.Millisecond); p.Pass() }()
+	return c, direct
+}
+
 // warm makes c load its scripts (and rdb connect) before a test slows the
 // link down, so the delay hits the acquisition itself.
 func warm(t testing.TB, c *core.Client) {
@@ -79,16 +95,8 @@ func TestLateReplyNeverHandsOutADeadLease(t *testing.T) {
 }
 
 func TestReplayedAcquireCountsOnce(t *testing.T) {
-	srv, direct := single(t)
-	p := redistestProxy(t, srv.Addr())
-	rdb := retryingProxyClient(t, p.Addr(), 200*time.Millisecond)
-	c := newLocks(t, rdb)
+	c, direct := replayingLink(t)
 	ctx := context.Background()
-	warm(t, c)
-	// The first EVALSHA's reply comes after the read timeout: go-redis sends
-	// it again, and both copies run on the server.
-	p.Delay(150 * time.Millisecond)
-	go func() { time.Sleep(250 * time.Millisecond); p.Pass() }()
 	l, err := c.Mutex("replay").Lock(ctxTimeout(t, 10*time.Second))
 	if err != nil {
 		t.Fatalf("Lock: %v", err)
@@ -107,14 +115,8 @@ func TestReplayedAcquireCountsOnce(t *testing.T) {
 }
 
 func TestReplayedSemaphoreAcquireTakesPermitsOnce(t *testing.T) {
-	srv, direct := single(t)
-	p := redistestProxy(t, srv.Addr())
-	rdb := retryingProxyClient(t, p.Addr(), 200*time.Millisecond)
-	c := newLocks(t, rdb)
+	c, direct := replayingLink(t)
 	ctx := context.Background()
-	warm(t, c)
-	p.Delay(150 * time.Millisecond)
-	go func() { time.Sleep(250 * time.Millisecond); p.Pass() }()
 	// One permit: a replay that counted the first copy's permit as someone
 	// else's would wait for it forever.
 	l, err := c.Semaphore("replay-sem", 1).Acquire(ctxTimeout(t, 5*time.Second), 1)

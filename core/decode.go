@@ -22,8 +22,8 @@ func decodeRenew(cmd *redis.Cmd) (bool, error) {
 
 // decodeAcquire reads the {status, value} reply shared by acquire scripts:
 // status 1 fresh (value = token), 2 re-entry (value = token), 0 busy
-// (value = holder's pttl in ms), -2 a copy of an acquisition already
-// resolved.
+// (value = holder's pttl in ms), -1 more permits asked than a semaphore has
+// (value = its permit count), -2 a copy of an acquisition already resolved.
 func decodeAcquire(v any) (acquireReply, error) {
 	status, val, err := pair(v)
 	if err != nil {
@@ -32,6 +32,8 @@ func decodeAcquire(v any) (acquireReply, error) {
 	switch status {
 	case -2:
 		return acquireReply{}, errAttemptOver
+	case -1:
+		return acquireReply{}, &semTooSmallError{size: int(val)}
 	case 1, 2:
 		return acquireReply{acquired: true, reentry: status == 2, token: uint64(val)}, nil
 	default:

@@ -175,22 +175,14 @@ func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	if err != nil {
 		return acquireReply{}, err
 	}
-	status, val, err := pair(v)
-	if err != nil {
+	rep, err := decodeAcquire(v)
+	if err != nil || !rep.acquired {
+		return rep, err
+	}
+	if err := a.c.replicated(ctx, a, t, acked); err != nil {
 		return acquireReply{}, err
 	}
-	switch status {
-	case -2:
-		return acquireReply{}, errAttemptOver
-	case -1:
-		return acquireReply{}, &semTooSmallError{size: int(val)}
-	case 1:
-		if err := a.c.replicated(ctx, a, t, acked); err != nil {
-			return acquireReply{}, err
-		}
-		return acquireReply{acquired: true, token: uint64(val)}, nil
-	}
-	return acquireReply{ttl: msDur(val)}, nil
+	return rep, nil
 }
 
 func (a semAttempt) abort(ctx context.Context, t try) error {
