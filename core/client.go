@@ -30,7 +30,8 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	holds  map[string]*hold // renewed / deadline-watched holds by holdID
+	holds  registry // renewed / deadline-watched holds (holds.go)
+	renew  renewer  // the renewal loop's state (renew.go)
 
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
@@ -54,13 +55,13 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		rdb:   rdb,
 		cfg:   cfg,
 		id:    hex.EncodeToString(b[:]),
-		holds: make(map[string]*hold),
+		holds: newRegistry(),
+		renew: newRenewer(),
 		done:  make(chan struct{}),
 	}
 	c.hub = newHub(rdb, &c.wg)
 	c.startRestartWatch()
-	c.wg.Add(1)
-	go c.watchdog()
+	c.startWatchdog()
 	c.startIdentity()
 	return c
 }
@@ -82,8 +83,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	holds := c.holds
-	c.holds = make(map[string]*hold)
+	holds := c.holds.takeAll()
 	c.mu.Unlock()
 
 	close(c.done)
@@ -143,22 +143,27 @@ func (c *Client) loadScripts(ctx context.Context) {
 	c.scriptsOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 		defer cancel()
-		if _, ok := c.rdb.(*redis.ClusterClient); ok {
-			for _, s := range allScripts { // each call goes to every master
-				if err := s.Load(ctx, c.rdb).Err(); err != nil {
-					return
-				}
-			}
-			return
-		}
-		pipe := c.rdb.Pipeline()
-		for _, s := range allScripts {
-			// pipe.ScriptLoad, not s.Load: Script.Load would record the
-			// pipeline's still-empty reply as the script's hash.
-			pipe.ScriptLoad(ctx, s.src)
-		}
-		_, _ = pipe.Exec(ctx)
+		c.loadAllScripts(ctx)
 	})
+}
+
+// loadAllScripts loads every embedded script (again, after a restart).
+func (c *Client) loadAllScripts(ctx context.Context) {
+	if _, ok := c.rdb.(*redis.ClusterClient); ok {
+		for _, s := range allScripts { // each call goes to every master
+			if err := s.Load(ctx, c.rdb).Err(); err != nil {
+				return
+			}
+		}
+		return
+	}
+	pipe := c.rdb.Pipeline()
+	for _, s := range allScripts {
+		// pipe.ScriptLoad, not s.Load: Script.Load would record the
+		// pipeline's still-empty reply as the script's hash.
+		pipe.ScriptLoad(ctx, s.src)
+	}
+	_, _ = pipe.Exec(ctx)
 }
 
 // ownerFor returns ctx's owner, or a fresh one.

@@ -137,7 +137,7 @@ func (c *Client) keepIdentity(key, rec string) {
 func (c *Client) holdsAny() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.holds) > 0
+	return c.holds.len() > 0
 }
 
 // clientIDOf returns the client id prefix of an owner id made by a Client

@@ -67,7 +67,7 @@ func (c *Client) busy() bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.holds) > 0
+	return c.holds.len() > 0
 }
 
 // watchRestarts is the restart watch's goroutine.
@@ -158,10 +158,3 @@ func infoRunID(info string) string {
 	}
 	return strings.TrimSpace(rest)
 }
-
-// renewNow makes every hold re-check with Redis at once.
-//
-// TODO(scale): placeholder until the scale helper's renewNow lands in
-// core/watchdog.go (renewal for watchdog holds, existence check for
-// fixed-lease holds, ErrLockLost for the lost ones); delete this stub then.
-func (c *Client) renewNow() {}

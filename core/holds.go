@@ -1,16 +1,15 @@
 package core
 
 import (
-	"context"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // hold is what one owner holds of one lock on this Client: one or more
 // leases (re-entries) sharing one Redis-side lease. The Client keeps every
-// hold in a registry; the watchdog renews the holds taken without LeaseTime,
-// and each hold's timer cancels its leases at the local safety deadline.
+// hold in its registry: the renewal loop (renew.go) renews the holds taken
+// without LeaseTime, and the deadline watch (deadline.go) cancels a hold's
+// leases at its local safety deadline. Every field is guarded by Client.mu
+// (id, p and info never change).
 type hold struct {
 	id       string
 	p        protocol
@@ -18,7 +17,6 @@ type hold struct {
 	lease    time.Duration
 	watchdog bool
 	deadline time.Time // local safety deadline: stop believing before Redis expires it
-	timer    *time.Timer
 	leases   []*Lease
 	gone     bool
 	// releasing counts Unlocks in flight: a renewal that finds the lock
@@ -26,6 +24,65 @@ type hold struct {
 	releasing int
 	// renewing is set while a renewal of its own (aloneRenewer) runs.
 	renewing bool
+
+	slot   int       // index in registry.list
+	heapAt time.Time // when the deadline watch looks at it next (≤ deadline)
+	heapIx int       // index in registry.deadlines
+}
+
+// registry is every live hold of a Client, guarded by Client.mu: by id (to
+// find a re-entered hold), as a list (renewal passes walk it in chunks, in a
+// stable order so each hold is renewed at about the same point of every
+// tick) and in a heap ordered by deadline (one timer for all of them).
+type registry struct {
+	byID      map[string]*hold
+	list      []*hold
+	deadlines deadlineHeap
+	// rearm wakes the deadline watch when a hold with an earlier deadline
+	// than the one it waits for was added.
+	rearm chan struct{}
+}
+
+func newRegistry() registry {
+	return registry{byID: make(map[string]*hold), rearm: make(chan struct{}, 1)}
+}
+
+func (r *registry) add(h *hold) {
+	r.byID[h.id] = h
+	h.slot = len(r.list)
+	r.list = append(r.list, h)
+	h.heapAt = h.deadline
+	r.deadlines.push(h)
+	if h.heapIx == 0 {
+		select {
+		case r.rearm <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// remove takes h out (it may already be out: takeAll).
+func (r *registry) remove(h *hold) {
+	if r.byID[h.id] != h {
+		return
+	}
+	delete(r.byID, h.id)
+	last := len(r.list) - 1
+	moved := r.list[last]
+	r.list[h.slot], moved.slot = moved, h.slot
+	r.list[last] = nil
+	r.list = r.list[:last]
+	r.deadlines.remove(h)
+}
+
+// len is how many holds there are.
+func (r *registry) len() int { return len(r.list) }
+
+// takeAll empties the registry and returns what it held (Close).
+func (r *registry) takeAll() []*hold {
+	list := r.list
+	r.byID, r.list, r.deadlines = make(map[string]*hold), nil, nil
+	return list
 }
 
 // driftMargin is subtracted from every lease to get the local safety
@@ -46,18 +103,17 @@ func (c *Client) addLease(l *Lease, sent time.Time) bool {
 	}
 	deadline := sent.Add(l.lease - driftMargin(l.lease))
 	id := l.p.holdKey() + "\x00" + l.info.Owner
-	h := c.holds[id]
+	h := c.holds.byID[id]
 	if h == nil {
 		h = &hold{id: id, p: l.p, info: l.info, lease: l.lease, watchdog: l.watchdog, deadline: deadline}
-		h.timer = time.AfterFunc(time.Until(deadline), func() { c.checkDeadline(h) })
-		c.holds[id] = h
+		c.holds.add(h)
 		c.kickRestartWatch() // restart.go: a hold began
 	} else {
 		if l.watchdog && !h.watchdog {
 			h.watchdog, h.lease = true, l.lease
 		}
 		if deadline.After(h.deadline) {
-			h.deadline = deadline
+			h.deadline = deadline // the deadline watch finds it when it looks
 		}
 	}
 	h.leases = append(h.leases, l)
@@ -125,30 +181,12 @@ func (c *Client) removeLeaseLocked(l *Lease) {
 	}
 }
 
-// detach takes h out of the registry and stops its timer. c.mu is held.
+// detach ends h: out of the registry, no longer renewed or watched. It
+// returns h's leases. c.mu is held.
 func (c *Client) detach(h *hold) []*Lease {
 	h.gone = true
-	h.timer.Stop()
-	if c.holds[h.id] == h {
-		delete(c.holds, h.id)
-	}
+	c.holds.remove(h)
 	return h.leases
-}
-
-// checkDeadline runs on h's timer: past the safety deadline the hold is lost.
-func (c *Client) checkDeadline(h *hold) {
-	c.mu.Lock()
-	if h.gone {
-		c.mu.Unlock()
-		return
-	}
-	if left := time.Until(h.deadline); left > 0 {
-		h.timer.Reset(left) // renewed meanwhile
-		c.mu.Unlock()
-		return
-	}
-	c.mu.Unlock()
-	c.lose(h, ErrLockLost)
 }
 
 // lose cancels every lease of h with cause and tells the observer.
@@ -170,132 +208,5 @@ func (c *Client) signalLost(leases []*Lease, cause error) {
 			obs.Lost(l.ctx, LostEvent{Lock: l.info, Lease: l, Held: time.Since(l.acquired), Cause: cause})
 		}
 		l.cancel(cause)
-	}
-}
-
-// watchdog is the Client's one renewal loop: every watchdog timeout / 3 it
-// renews all holds taken without LeaseTime in one pipeline (go-redis splits
-// it per node on a Cluster).
-func (c *Client) watchdog() {
-	defer c.wg.Done()
-	interval := c.cfg.watchdogTimeout / 3
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.done:
-			return
-		case <-t.C:
-			c.renewAll(interval)
-		}
-	}
-}
-
-type renewal struct {
-	h   *hold
-	cmd *redis.Cmd
-}
-
-func (c *Client) renewAll(budget time.Duration) {
-	c.mu.Lock()
-	var batch []renewal
-	var alone []*hold
-	for _, h := range c.holds {
-		switch {
-		case !h.watchdog:
-		case isAloneRenewer(h.p):
-			if !h.renewing {
-				h.renewing = true
-				alone = append(alone, h)
-			}
-		default:
-			batch = append(batch, renewal{h: h})
-		}
-	}
-	c.mu.Unlock()
-	for _, h := range alone {
-		c.renewAlone(h, budget)
-	}
-	if len(batch) == 0 {
-		return
-	}
-	// The pipeline is bounded by the renewal interval; a renewal that cannot
-	// finish in time simply counts as failed (the deadline timers do the rest).
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	defer cancel()
-	sent := time.Now()
-	pipe := c.rdb.Pipeline()
-	for i := range batch {
-		h := batch[i].h
-		batch[i].cmd = h.p.renew(ctx, pipe, h.info.Owner, h.lease)
-	}
-	_, _ = pipe.Exec(ctx)
-	for _, r := range batch {
-		ok, err := decodeRenew(r.cmd)
-		if isNoScript(err) {
-			ok, err = r.h.p.renewOne(ctx, r.h.info.Owner, r.h.lease)
-		}
-		c.renewed(r.h, sent, ok, err)
-	}
-}
-
-func isAloneRenewer(p protocol) bool {
-	_, ok := p.(aloneRenewer)
-	return ok
-}
-
-// renewAlone renews h on a goroutine of its own (owned by the Client, so
-// Close waits for it), bounded by budget.
-func (c *Client) renewAlone(h *hold, budget time.Duration) {
-	done := func() {
-		c.mu.Lock()
-		h.renewing = false
-		c.mu.Unlock()
-	}
-	if !c.spawn(func() {
-		defer done()
-		ctx, cancel := context.WithTimeout(context.Background(), budget)
-		defer cancel()
-		sent := time.Now()
-		ok, err := h.p.renewOne(ctx, h.info.Owner, h.lease)
-		c.renewed(h, sent, ok, err)
-	}) {
-		done()
-	}
-}
-
-// renewed applies one renewal's outcome to h.
-func (c *Client) renewed(h *hold, sent time.Time, ok bool, err error) {
-	c.mu.Lock()
-	if h.gone {
-		c.mu.Unlock()
-		return
-	}
-	if err == nil && ok {
-		if d := sent.Add(h.lease - driftMargin(h.lease)); d.After(h.deadline) {
-			h.deadline = d
-		}
-	}
-	var first *Lease
-	if len(h.leases) > 0 {
-		first = h.leases[0]
-	}
-	c.mu.Unlock()
-
-	if err == nil && !ok {
-		err = ErrLockLost
-	} else if err != nil {
-		err = wrapRedis("renew", h.info.Name, err)
-	}
-	if obs := c.cfg.observer; obs != nil && first != nil {
-		obs.Renew(first.ctx, RenewEvent{Lock: h.info, Lease: first, Err: err})
-	}
-	if err == ErrLockLost {
-		c.mu.Lock()
-		releasing := h.releasing > 0
-		c.mu.Unlock()
-		if !releasing {
-			c.lose(h, ErrLockLost)
-		}
 	}
 }

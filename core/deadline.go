@@ -1,0 +1,154 @@
+package core
+
+import (
+	"time"
+)
+
+// The deadline watch: one goroutine and one timer per Client cancel every
+// hold whose local safety deadline passed without a renewal, with cause
+// ErrLockLost, at that deadline (not a timer per lease).
+//
+// Holds wait in a min-heap ordered by heapAt, which is never later than the
+// hold's deadline. Renewals only move the deadline (no heap work on the hot
+// path); when the timer finds a hold whose deadline moved on, the hold goes
+// back into the heap at its new deadline. Holds that come due within
+// deadlineBatch of each other are handled in one wake-up.
+
+// deadlineBatch is how early a renewed hold may be re-filed, so that one
+// wake-up re-files every hold coming due within it. Losses are never early:
+// a hold is lost only once its own deadline has passed, and the timer is
+// armed for the deadline itself of a hold not renewed.
+const deadlineBatch = 50 * time.Millisecond
+
+// deadlineHeap is a min-heap of holds by heapAt; each hold knows its index.
+type deadlineHeap []*hold
+
+func (q *deadlineHeap) push(h *hold) {
+	h.heapIx = len(*q)
+	*q = append(*q, h)
+	q.up(h.heapIx)
+}
+
+func (q *deadlineHeap) remove(h *hold) {
+	i, last := h.heapIx, len(*q)-1
+	if i < 0 || i > last || (*q)[i] != h {
+		return
+	}
+	q.swap(i, last)
+	(*q)[last] = nil
+	*q = (*q)[:last]
+	h.heapIx = -1
+	if i < last {
+		q.fix(i)
+	}
+}
+
+// fix restores the order after the hold at i changed its heapAt.
+func (q deadlineHeap) fix(i int) {
+	if !q.down(i) {
+		q.up(i)
+	}
+}
+
+func (q deadlineHeap) less(i, j int) bool { return q[i].heapAt.Before(q[j].heapAt) }
+
+func (q deadlineHeap) swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].heapIx, q[j].heapIx = i, j
+}
+
+func (q deadlineHeap) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !q.less(i, parent) {
+			return
+		}
+		q.swap(i, parent)
+		i = parent
+	}
+}
+
+func (q deadlineHeap) down(i int) bool {
+	start := i
+	for {
+		child := 2*i + 1
+		if child >= len(q) {
+			break
+		}
+		if r := child + 1; r < len(q) && q.less(r, child) {
+			child = r
+		}
+		if !q.less(child, i) {
+			break
+		}
+		q.swap(i, child)
+		i = child
+	}
+	return i > start
+}
+
+// watchDeadlines is the deadline watch's goroutine.
+func (c *Client) watchDeadlines() {
+	defer c.wg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		c.mu.Lock()
+		armed := len(c.holds.deadlines) > 0
+		var next time.Time
+		if armed {
+			next = c.holds.deadlines[0].heapAt
+		}
+		c.mu.Unlock()
+		if armed {
+			t.Reset(time.Until(next))
+		}
+		select {
+		case <-c.done:
+			t.Stop()
+			return
+		case <-c.holds.rearm:
+		case <-t.C:
+		}
+		t.Stop()
+		c.expireDue()
+	}
+}
+
+// expireDue loses every hold whose deadline has passed and re-files the
+// ones renewed meanwhile (also those due within deadlineBatch, so one
+// wake-up serves them all). It takes c.mu once per batch of holds, and
+// cancels leases outside it.
+func (c *Client) expireDue() {
+	const batch = 1000
+	for {
+		var lost []*Lease
+		more := false
+		c.mu.Lock()
+		now := time.Now()
+		horizon := now.Add(deadlineBatch)
+		for n := 0; len(c.holds.deadlines) > 0; n++ {
+			if n == batch {
+				more = true
+				break
+			}
+			h := c.holds.deadlines[0]
+			switch {
+			case h.heapAt.After(horizon):
+			case !h.deadline.After(now):
+				lost = append(lost, c.detach(h)...)
+				continue
+			case h.deadline.After(h.heapAt): // renewed since filed
+				h.heapAt = h.deadline
+				c.holds.deadlines.fix(0)
+				continue
+			}
+			break // the first hold is due later: the timer waits for it
+		}
+		c.mu.Unlock()
+		c.signalLost(lost, ErrLockLost)
+		if !more {
+			return
+		}
+	}
+}

@@ -1,0 +1,313 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The renewal loop (the watchdog): one goroutine per Client ticks every
+// watchdog timeout / 3 and walks the registry in chunks of renewChunkSize
+// holds, spread over the first half of the tick; renewWorkers goroutines send
+// each chunk as one pipeline (go-redis splits it per node on a Cluster), so a
+// slow chunk holds up neither the loop nor the other chunks. A chunk takes
+// Client.mu once to be built and once to apply its replies, whatever its
+// size. A renewal that does not come back before its hold's deadline counts
+// as failed; the deadline watch (deadline.go) then cancels the hold.
+
+const (
+	renewChunkSize = 1000
+	renewWorkers   = 4
+)
+
+// renewer is the renewal loop's state.
+type renewer struct {
+	// kick asks for an immediate pass over every hold (renewNow).
+	kick chan struct{}
+	// snap is the loop's copy of the registry's list during a pass.
+	snap []*hold
+}
+
+func newRenewer() renewer {
+	return renewer{kick: make(chan struct{}, 1)}
+}
+
+// renewItem is one hold in a chunk: its renewal, or with lease 0 only a
+// check that it is still held (a hold with a fixed LeaseTime, on renewNow).
+type renewItem struct {
+	h     *hold
+	lease time.Duration
+	cmd   *redis.Cmd
+	ok    bool
+	err   error
+}
+
+// startWatchdog starts the renewal loop, its workers and the deadline watch.
+func (c *Client) startWatchdog() {
+	c.wg.Add(2)
+	go c.renewLoop()
+	go c.watchDeadlines()
+}
+
+// renewNow makes every hold re-check with Redis at once, without waiting
+// for it: holds taken without LeaseTime are renewed, holds with a fixed
+// LeaseTime are checked (not extended), and those found gone are cancelled
+// with cause ErrLockLost. It is for events that may have lost locks behind
+// the Client's back, such as a Redis restart without the data.
+func (c *Client) renewNow() {
+	select {
+	case c.renew.kick <- struct{}{}:
+	default: // a pass is already asked for
+	}
+}
+
+// renewLoop is the Client's one renewal loop.
+func (c *Client) renewLoop() {
+	defer c.wg.Done()
+	// ctx ends with the loop (on Close), which stops in-flight renewals:
+	// their retries, their waits for a connection, and, when go-redis has
+	// ContextTimeoutEnabled, their reads.
+	ctx, cancel := context.WithCancel(context.Background())
+	work := make(chan []renewItem)
+	for range renewWorkers {
+		c.wg.Add(1)
+		go c.renewWorker(ctx, work)
+	}
+	defer func() {
+		cancel()
+		close(work)
+	}()
+	interval := c.cfg.watchdogTimeout / 3
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var all bool
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		case <-c.renew.kick:
+			all = true
+		}
+		for {
+			next := c.renewPass(work, interval, all)
+			if next == passStopped {
+				return
+			}
+			if next == passDone {
+				break
+			}
+			all = true // kicked during a paced pass: start over, at once
+		}
+	}
+}
+
+type passEnd int
+
+const (
+	passDone passEnd = iota
+	passKicked
+	passStopped
+)
+
+// renewPass renews every hold taken without LeaseTime (all: also checks the
+// others, at once instead of spread over the tick) and hands the chunks to
+// the workers.
+func (c *Client) renewPass(work chan<- []renewItem, interval time.Duration, all bool) passEnd {
+	c.mu.Lock()
+	snap := append(c.renew.snap[:0], c.holds.list...)
+	c.mu.Unlock()
+	defer func() {
+		clear(snap) // keep no hold alive until the next pass
+		c.renew.snap = snap[:0]
+	}()
+	chunks := (len(snap) + renewChunkSize - 1) / renewChunkSize
+	spread := interval / 2
+	start := time.Now()
+	var pace *time.Timer
+	defer func() {
+		if pace != nil {
+			pace.Stop()
+		}
+	}()
+	for i := range chunks {
+		if !all && i > 0 {
+			if wait := time.Until(start.Add(spread * time.Duration(i) / time.Duration(chunks))); wait > 0 {
+				if pace == nil {
+					pace = time.NewTimer(wait)
+				} else {
+					pace.Reset(wait)
+				}
+				select {
+				case <-c.done:
+					return passStopped
+				case <-c.renew.kick:
+					return passKicked
+				case <-pace.C:
+				}
+			}
+		}
+		items := c.collectRenewals(snap[i*renewChunkSize:min((i+1)*renewChunkSize, len(snap))], all, interval)
+		if len(items) == 0 {
+			continue
+		}
+		select {
+		case <-c.done:
+			return passStopped
+		case work <- items:
+		}
+	}
+	return passDone
+}
+
+// collectRenewals builds the renewal items of one chunk, under c.mu. Holds
+// that renew alone (RedLock) are started on goroutines of their own.
+func (c *Client) collectRenewals(hs []*hold, all bool, budget time.Duration) []renewItem {
+	items := make([]renewItem, 0, len(hs))
+	var alone []*hold
+	c.mu.Lock()
+	for _, h := range hs {
+		switch {
+		case h.gone:
+		case isAloneRenewer(h.p):
+			// Only renewals: a RedLock's check would need a quorum round of
+			// its own, and a restart of one node does not lose it.
+			if h.watchdog && !h.renewing {
+				h.renewing = true
+				alone = append(alone, h)
+			}
+		case h.watchdog:
+			items = append(items, renewItem{h: h, lease: h.lease})
+		case all:
+			items = append(items, renewItem{h: h})
+		}
+	}
+	c.mu.Unlock()
+	for _, h := range alone {
+		c.renewAlone(h, budget)
+	}
+	return items
+}
+
+func (c *Client) renewWorker(ctx context.Context, work <-chan []renewItem) {
+	defer c.wg.Done()
+	budget := c.cfg.watchdogTimeout / 3
+	for items := range work {
+		c.renewChunk(ctx, items, budget)
+	}
+}
+
+// renewChunk sends one chunk as a pipeline, bounded by budget, and applies
+// the replies.
+func (c *Client) renewChunk(ctx context.Context, items []renewItem, budget time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	sent := time.Now()
+	c.pipeRenewals(ctx, items, func(int) bool { return true })
+	// NOSCRIPT: Redis lost its scripts (a restart, SCRIPT FLUSH). Load them
+	// and send those renewals once more.
+	noScript := false
+	for i := range items {
+		if isNoScript(items[i].err) {
+			noScript = true
+			break
+		}
+	}
+	if noScript {
+		c.loadAllScripts(ctx)
+		c.pipeRenewals(ctx, items, func(i int) bool { return isNoScript(items[i].err) })
+	}
+	c.applyRenewals(sent, items)
+}
+
+// pipeRenewals sends the items chosen by pick as one pipeline and decodes
+// their replies.
+func (c *Client) pipeRenewals(ctx context.Context, items []renewItem, pick func(int) bool) {
+	pipe := c.rdb.Pipeline()
+	for i := range items {
+		if it := &items[i]; pick(i) {
+			it.cmd = it.h.p.renew(ctx, pipe, it.h.info.Owner, it.lease)
+		}
+	}
+	_, _ = pipe.Exec(ctx)
+	for i := range items {
+		if it := &items[i]; pick(i) {
+			it.ok, it.err = decodeRenew(it.cmd)
+			it.cmd = nil
+		}
+	}
+}
+
+// applyRenewals applies the outcome of renewals sent at sent, in one
+// critical section, then tells the observer and cancels the leases of the
+// holds found gone.
+func (c *Client) applyRenewals(sent time.Time, items []renewItem) {
+	obs := c.cfg.observer
+	var events []RenewEvent
+	var lost []*Lease
+	c.mu.Lock()
+	now := time.Now()
+	for i := range items {
+		it := &items[i]
+		h := it.h
+		if h.gone {
+			continue
+		}
+		err := it.err
+		switch {
+		case err != nil:
+			err = wrapRedis("renew", h.info.Name, err)
+		case !it.ok:
+			err = ErrLockLost
+		case !now.Before(h.deadline):
+			// Too late: the hold may already have been given up on. It is
+			// lost at its deadline, as if the renewal had failed.
+			err = wrapRedis("renew", h.info.Name, context.DeadlineExceeded)
+		case it.lease > 0:
+			if d := sent.Add(it.lease - driftMargin(it.lease)); d.After(h.deadline) {
+				h.deadline = d
+			}
+		}
+		if obs != nil && it.lease > 0 && len(h.leases) > 0 {
+			events = append(events, RenewEvent{Lock: h.info, Lease: h.leases[0], Err: err})
+		}
+		if err == ErrLockLost && h.releasing == 0 {
+			lost = append(lost, c.detach(h)...)
+		}
+	}
+	c.mu.Unlock()
+	for _, ev := range events {
+		obs.Renew(ev.Lease.ctx, ev)
+	}
+	c.signalLost(lost, ErrLockLost)
+}
+
+func isAloneRenewer(p protocol) bool {
+	_, ok := p.(aloneRenewer)
+	return ok
+}
+
+// renewAlone renews h on a goroutine of its own (owned by the Client, so
+// Close waits for it), bounded by budget.
+func (c *Client) renewAlone(h *hold, budget time.Duration) {
+	c.mu.Lock()
+	lease := h.lease
+	c.mu.Unlock()
+	done := func() {
+		c.mu.Lock()
+		h.renewing = false
+		c.mu.Unlock()
+	}
+	if !c.spawn(func() {
+		defer done()
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		defer cancel()
+		sent := time.Now()
+		it := renewItem{h: h, lease: lease}
+		it.ok, it.err = h.p.renewOne(ctx, h.info.Owner, lease)
+		c.applyRenewals(sent, []renewItem{it})
+	}) {
+		done()
+	}
+}
