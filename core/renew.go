@@ -1,7 +1,10 @@
 package core
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,13 +28,23 @@ const (
 type renewer struct {
 	// kick asks for an immediate pass over every hold (renewNow).
 	kick chan struct{}
-	// snap is the loop's copy of the registry's list during a pass.
-	snap []*hold
+	// snap is the loop's copy of the registry during a pass.
+	snap []dueHold
+}
+
+// dueHold is a hold in a pass, with its deadline when the pass began
+// (relative to that moment).
+type dueHold struct {
+	left time.Duration
+	h    *hold
 }
 
 func newRenewer() renewer {
 	return renewer{kick: make(chan struct{}, 1)}
 }
+
+// errRenewTooLate is a renewal whose reply came after its hold's deadline.
+var errRenewTooLate = errors.New("keylock: renewal confirmed after the safety deadline")
 
 // renewItem is one hold in a chunk: its renewal, or with lease 0 only a
 // check that it is still held (a hold with a fixed LeaseTime, on renewNow).
@@ -113,18 +126,25 @@ const (
 
 // renewPass renews every hold taken without LeaseTime (all: also checks the
 // others, at once instead of spread over the tick) and hands the chunks to
-// the workers.
+// the workers. Holds go nearest deadline first, so when Redis or this
+// process cannot keep up, the holds closest to being lost are renewed first
+// (and a hold taken just now, at the end, is not renewed before it needs to).
 func (c *Client) renewPass(work chan<- []renewItem, interval time.Duration, all bool) passEnd {
+	start := time.Now()
 	c.mu.Lock()
-	snap := append(c.renew.snap[:0], c.holds.list...)
+	snap := c.renew.snap[:0]
+	for _, h := range c.holds.list {
+		snap = append(snap, dueHold{left: h.deadline.Sub(start), h: h})
+	}
 	c.mu.Unlock()
 	defer func() {
 		clear(snap) // keep no hold alive until the next pass
 		c.renew.snap = snap[:0]
 	}()
+	slices.SortFunc(snap, func(a, b dueHold) int { return cmp.Compare(a.left, b.left) })
+
 	chunks := (len(snap) + renewChunkSize - 1) / renewChunkSize
 	spread := interval / 2
-	start := time.Now()
 	var pace *time.Timer
 	defer func() {
 		if pace != nil {
@@ -161,13 +181,18 @@ func (c *Client) renewPass(work chan<- []renewItem, interval time.Duration, all 
 	return passDone
 }
 
-// collectRenewals builds the renewal items of one chunk, under c.mu. Holds
-// that renew alone (RedLock) are started on goroutines of their own.
-func (c *Client) collectRenewals(hs []*hold, all bool, budget time.Duration) []renewItem {
+// collectRenewals builds the renewal items of one chunk, under c.mu. A
+// watchdog hold confirmed less than half a tick ago (just taken, or renewed
+// by a renewNow pass) waits for the next tick, unless all. Holds that renew
+// alone (RedLock) are started on goroutines of their own.
+func (c *Client) collectRenewals(hs []dueHold, all bool, interval time.Duration) []renewItem {
 	items := make([]renewItem, 0, len(hs))
 	var alone []*hold
 	c.mu.Lock()
-	for _, h := range hs {
+	now := time.Now()
+	for _, d := range hs {
+		h := d.h
+		fresh := !all && h.deadline.Sub(now) > h.lease-driftMargin(h.lease)-interval/2
 		switch {
 		case h.gone:
 		case isAloneRenewer(h.p):
@@ -178,14 +203,16 @@ func (c *Client) collectRenewals(hs []*hold, all bool, budget time.Duration) []r
 				alone = append(alone, h)
 			}
 		case h.watchdog:
-			items = append(items, renewItem{h: h, lease: h.lease})
+			if !fresh {
+				items = append(items, renewItem{h: h, lease: h.lease})
+			}
 		case all:
 			items = append(items, renewItem{h: h})
 		}
 	}
 	c.mu.Unlock()
 	for _, h := range alone {
-		c.renewAlone(h, budget)
+		c.renewAlone(h, interval)
 	}
 	return items
 }
@@ -225,14 +252,23 @@ func (c *Client) renewChunk(ctx context.Context, items []renewItem, budget time.
 // their replies.
 func (c *Client) pipeRenewals(ctx context.Context, items []renewItem, pick func(int) bool) {
 	pipe := c.rdb.Pipeline()
-	for i := range items {
-		if it := &items[i]; pick(i) {
-			it.cmd = it.h.p.renew(ctx, pipe, it.h.info.Owner, it.lease)
+	var batch *redis.Cmd
+	var batched []int
+	if c.canBatch() {
+		batch, batched = c.queueBatch(ctx, pipe, items, pick)
+	} else {
+		for i := range items {
+			if it := &items[i]; pick(i) {
+				it.cmd = it.h.p.renew(ctx, pipe, it.h.info.Owner, it.lease)
+			}
 		}
 	}
 	_, _ = pipe.Exec(ctx)
+	if batch != nil {
+		decodeBatch(batch, items, batched)
+	}
 	for i := range items {
-		if it := &items[i]; pick(i) {
+		if it := &items[i]; it.cmd != nil {
 			it.ok, it.err = decodeRenew(it.cmd)
 			it.cmd = nil
 		}
@@ -263,7 +299,7 @@ func (c *Client) applyRenewals(sent time.Time, items []renewItem) {
 		case !now.Before(h.deadline):
 			// Too late: the hold may already have been given up on. It is
 			// lost at its deadline, as if the renewal had failed.
-			err = wrapRedis("renew", h.info.Name, context.DeadlineExceeded)
+			err = wrapRedis("renew", h.info.Name, errRenewTooLate)
 		case it.lease > 0:
 			if d := sent.Add(it.lease - driftMargin(it.lease)); d.After(h.deadline) {
 				h.deadline = d

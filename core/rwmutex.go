@@ -14,7 +14,7 @@ const writeIntentTTL = 3 * time.Second
 
 var (
 	scriptRWReadAcquire  = registerScript("rw_read_acquire", "lib_fence", "lib_lease", "lib_attempt")
-	scriptLeaseRenew     = registerScript("lease_renew", "lib_fence", "lib_lease")
+	scriptLeaseRenew     = registerScript("lease_renew", "lib_fence", "lib_lease", "lib_renew")
 	scriptRWReadRelease  = registerScript("rw_read_release", "lib_fence", "lib_lease", "lib_attempt")
 	scriptRWWriteAcquire = registerScript("rw_write_acquire", "lib_fence", "lib_lease", "lib_attempt")
 	scriptRWWriteRelease = registerScript("rw_write_release", "lib_attempt")

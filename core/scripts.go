@@ -50,7 +50,7 @@ func registerScript(name string, libs ...string) *script {
 var (
 	scriptMutexAcquire = registerScript("mutex_acquire", "lib_fence", "lib_attempt")
 	scriptMutexRelease = registerScript("mutex_release", "lib_attempt")
-	scriptMutexRenew   = registerScript("mutex_renew")
+	scriptMutexRenew   = registerScript("mutex_renew", "lib_lease", "lib_renew")
 )
 
 // run executes the script (EVALSHA, then EVAL on NOSCRIPT).

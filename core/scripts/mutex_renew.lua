@@ -1,5 +1,6 @@
 -- mutex_renew: extend the lease of a held reentrant mutex (the watchdog), or
--- only check that it is still held (renewNow, for a fixed LeaseTime).
+-- only check that it is still held (renewNow, for a fixed LeaseTime). Needs
+-- lib_lease and lib_renew.
 --
 -- KEYS[1]  lock hash: owner id -> hold count
 -- ARGV[1]  owner id
@@ -9,11 +10,4 @@
 --           ARGV[2] (a longer one, from a re-entry with a longer fixed
 --           lease, is never shortened),
 --         0 when the owner no longer holds it (the lock is lost).
-if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
-  local lease = tonumber(ARGV[2])
-  if lease > 0 and redis.call('pttl', KEYS[1]) < lease then
-    redis.call('pexpire', KEYS[1], lease)
-  end
-  return 1
-end
-return 0
+return renew_owner(KEYS[1], ARGV[1], tonumber(ARGV[2]))
