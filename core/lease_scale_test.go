@@ -239,14 +239,15 @@ func (p *pipeTimer) stats() (int, time.Duration, time.Duration, int) {
 
 // TestManyLeasesRenewedWithoutLoss is the small lease-scale run of the
 // regular suite (BenchmarkLeaseScale is the big one): one Client holds 20k
-// watchdog leases through three two-second renewal ticks (long enough for
-// every lease to pass its first deadline; a slow tick for a loaded machine
-// running -race). None may be
+// watchdog leases through three three-second renewal ticks (long enough for
+// every lease to pass its first deadline; a slow tick, because the suite
+// runs with -race on loaded machines: the speed targets live in the
+// benchmark). None may be
 // lost, and holding them must not cost a goroutine (or timer callback) per
 // lease: the goroutine count stays flat.
 func TestManyLeasesRenewedWithoutLoss(t *testing.T) {
 	const n = 20_000
-	r := runLeaseScale(t, n, 6*time.Second, 3)
+	r := runLeaseScale(t, n, 9*time.Second, 3)
 	t.Logf("%d leases: taken in %s; %.1f ticks: lost %d (%d while taking), goroutines %d → peak %d, %d created (but the takers), heap %.0f B/lease, %d pipelines (longest %s, most %d commands)",
 		n, r.acq.Round(time.Millisecond), r.ticks, r.lost, r.lostTaking, r.baseGoroutines, r.peakGoroutines, r.created, r.heapPerLease, r.pipes, r.pipeMax.Round(time.Millisecond), r.pipeCmds)
 	if r.lost != 0 {
