@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/grpc"
 
 	"github.com/keylock/keylock/core"
@@ -47,6 +48,11 @@ type appConfig struct {
 	Trace string
 	// Workers is the number of order:create tasks processed at once.
 	Workers int
+	// SpanExporter, if set, also receives every span, synchronously (tests).
+	SpanExporter sdktrace.SpanExporter
+	// Metrics serves Prometheus metrics (keylock's and the app's) at
+	// /metrics on the HTTP address.
+	Metrics bool
 	// Out receives the banner and logs; nil means io.Discard.
 	Out io.Writer
 	// Quiet skips the banner (the load generator's in-process server).
@@ -71,6 +77,7 @@ func defaultAppConfig() appConfig {
 		Stock:        100,
 		UnsafeWindow: 50 * time.Millisecond,
 		Workers:      16,
+		Metrics:      true,
 	}
 }
 
@@ -112,7 +119,7 @@ func runApp(ctx context.Context, cfg appConfig) (err error) {
 	}
 
 	// Telemetry, and the lock client that reports to it.
-	tel, err := setupTelemetry(ctx, cfg.Trace, out)
+	tel, err := setupTelemetry(ctx, cfg.Trace, out, cfg.Metrics, cfg.SpanExporter)
 	if err != nil {
 		return err
 	}
@@ -122,7 +129,7 @@ func runApp(ctx context.Context, cfg appConfig) (err error) {
 		err = errors.Join(err, tel.shutdown(sctx))
 	}()
 	var copts []core.Option
-	if tel.enabled {
+	if tel.observe() {
 		copts = append(copts, core.WithObserver(tracing.New(tracing.WithTracerProvider(tel.tp), tracing.WithMeterProvider(tel.mp))))
 	}
 	locks := core.New(rdb, copts...)
@@ -135,7 +142,8 @@ func runApp(ctx context.Context, cfg appConfig) (err error) {
 
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()
-	s := &sale{store: store, queue: queue, tracer: tel.tp.Tracer(scopeName), unsafe: cfg.Unsafe, unsafeWindow: cfg.UnsafeWindow}
+	metrics := newAppMetrics(tel.mp)
+	s := &sale{store: store, queue: queue, tracer: tel.tp.Tracer(scopeName), metrics: metrics, unsafe: cfg.Unsafe, unsafeWindow: cfg.UnsafeWindow}
 
 	// The worker: order:create, locked per order by asynqlock.
 	worker := asynq.NewServerFromRedisClient(rdb, asynq.Config{
@@ -153,10 +161,12 @@ func runApp(ctx context.Context, cfg appConfig) (err error) {
 		Logger:          asynqLogger{logger},
 		LogLevel:        asynq.WarnLevel,
 	})
-	w := &orderWorker{store: store, tracer: tel.tp.Tracer(scopeName)}
+	w := &orderWorker{store: store, tracer: tel.tp.Tracer(scopeName), metrics: metrics}
 	var h asynq.Handler = asynqlock.Wrap(asynq.HandlerFunc(w.createOrder), locks, orderTaskTemplate)
-	if tel.enabled {
-		h = traceTasks(tel.tp.Tracer(scopeName), h)
+	if tel.tracing {
+		// Outside the lock: the task's span continues the buy's trace (from
+		// the task headers), and the lock's spans nest under it.
+		h = asynqlock.TraceMiddleware(asynqlock.WithTracerProvider(tel.tp))(h)
 	}
 	mux := asynq.NewServeMux()
 	mux.Handle(taskCreateOrder, h)
@@ -251,6 +261,7 @@ func printBanner(w io.Writer, cfg appConfig, a appAddrs, tel *telemetry) {
   mode     %s
   redis    %s
   tracing  %s
+  metrics  %s
   HTTP     %s
   gRPC     %s (reflection on)
 
@@ -264,7 +275,15 @@ Try:
   go run ./examples/seckill load -url %s -requests 2000 -users 500
 
 Ctrl-C stops.
-`, demoItem, cfg.Stock, mode, redisDesc, tel.describe(cfg.Trace), h, a.GRPC, h, h, h, h, a.GRPC, a.GRPC, h)
+`, demoItem, cfg.Stock, mode, redisDesc, tel.describe(cfg.Trace), metricsDesc(tel, h), h, a.GRPC, h, h, h, h, a.GRPC, a.GRPC, h)
+}
+
+// metricsDesc says where the Prometheus metrics are, for the banner.
+func metricsDesc(tel *telemetry, base string) string {
+	if tel.metrics == nil {
+		return "off (-metrics=false)"
+	}
+	return base + "/metrics (Prometheus: keylock's lock metrics and the app's)"
 }
 
 // asynqLogger sends asynq's log lines to the app's logger.

@@ -39,7 +39,7 @@ const userMetadata = "x-user-id"
 // reflection for grpcurl.
 func newGRPCServer(s *sale, locks *core.Client, perItem bool, tel *telemetry) *grpc.Server {
 	var chain []grpc.UnaryServerInterceptor
-	if tel.enabled {
+	if tel.tracing {
 		chain = append(chain, traceGRPC(tel.tp.Tracer(scopeName)))
 	}
 	api := &grpcAPI{sale: s, store: s.store}

@@ -46,6 +46,7 @@ type httpAPI struct {
 //	GET  /api/orders/:id          one order: pending or created
 //	GET  /api/users/:user/orders  a buyer's orders
 //	GET  /healthz                 200 when Redis answers
+//	GET  /metrics                 Prometheus metrics (unless -metrics=false)
 //
 // With locks nil (the -unsafe demo) the buy route runs without its lock;
 // with perItem (the -lock-per-item demo) it waits for a lock of the item.
@@ -53,8 +54,11 @@ func newHTTPHandler(s *sale, locks *core.Client, perItem bool, tel *telemetry) h
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
-	if tel.enabled {
+	if tel.tracing {
 		r.Use(traceHTTP(tel.tp.Tracer(scopeName)))
+	}
+	if tel.metrics != nil {
+		r.GET("/metrics", gin.WrapH(tel.metrics))
 	}
 	a := &httpAPI{sale: s, store: s.store}
 

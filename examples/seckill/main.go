@@ -55,6 +55,7 @@ func appFlags(fs *flag.FlagSet, c *appConfig) {
 	fs.BoolVar(&c.LockPerItem, "lock-per-item", false, "lock each buy on its item (waiting up to 10s) instead of its buyer: see how one lock per item serialises the sale")
 	fs.StringVar(&c.Trace, "trace", "", `"stdout" prints spans and metrics; OTLP is configured by the OTEL_EXPORTER_OTLP_* variables`)
 	fs.IntVar(&c.Workers, "workers", c.Workers, "order:create tasks processed at once")
+	fs.BoolVar(&c.Metrics, "metrics", c.Metrics, "serve Prometheus metrics (keylock's and the app's) at /metrics on the HTTP address")
 }
 
 func mainApp(ctx context.Context, args []string) error {
@@ -111,7 +112,7 @@ func mainLoad(ctx context.Context, args []string) error {
 		var ignored []string
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
-			case "redis", "stock", "unsafe", "unsafe-window", "lock-per-item", "trace", "workers":
+			case "redis", "stock", "unsafe", "unsafe-window", "lock-per-item", "trace", "workers", "metrics":
 				ignored = append(ignored, "-"+f.Name)
 			}
 		})

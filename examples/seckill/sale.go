@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keylock/keylock/examples/seckill/internal/shop"
+	asynqlock "github.com/keylock/keylock/jobs/asynq"
 )
 
 // The order:create task.
@@ -35,21 +36,22 @@ const buyTimeout = 5 * time.Second
 // queued (the reservation has been undone).
 var errQueue = errors.New("seckill: order queue unavailable")
 
-// orderTask is the order:create payload. Trace carries the W3C trace context
-// of the buy that queued it, so the task's processing is linked to it.
+// orderTask is the order:create payload. The trace context of the buy that
+// queued it travels in the task's headers (asynqlock.NewTracedTask), so the
+// task's processing continues the buy's trace.
 type orderTask struct {
-	OrderID string            `json:"order_id"`
-	Item    string            `json:"item_id"`
-	User    string            `json:"user_id"`
-	Trace   map[string]string `json:"trace,omitempty"`
+	OrderID string `json:"order_id"`
+	Item    string `json:"item_id"`
+	User    string `json:"user_id"`
 }
 
 // sale is the purchase flow shared by the HTTP and gRPC APIs: the atomic
 // stock step, then the order:create task.
 type sale struct {
-	store  *shop.Store
-	queue  *asynq.Client
-	tracer trace.Tracer
+	store   *shop.Store
+	queue   *asynq.Client
+	tracer  trace.Tracer
+	metrics *appMetrics
 
 	// unsafe replaces the atomic step by a check-then-act with a window
 	// (and the APIs run without the per-buyer lock): the -unsafe demo.
@@ -70,6 +72,7 @@ func (s *sale) precheck(ctx context.Context, item string) error {
 	case errors.Is(err, shop.ErrNoItem):
 		return err
 	case err == nil && n <= 0:
+		s.metrics.buy(ctx, shop.ErrSoldOut)
 		return shop.ErrSoldOut
 	}
 	return nil
@@ -83,6 +86,7 @@ func (s *sale) buy(ctx context.Context, item, user string) (orderID string, err 
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	defer func() { s.metrics.buy(ctx, err) }()
 	// From here on the buy finishes even if the client goes away: a
 	// reservation without its task would be a unit sold and never ordered.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), buyTimeout)
@@ -104,7 +108,8 @@ func (s *sale) buy(ctx context.Context, item, user string) (orderID string, err 
 	return orderID, nil
 }
 
-// enqueue queues the order:create task of an order. The task id is the
+// enqueue queues the order:create task of an order, with the trace
+// context of its producer span in the task's headers. The task id is the
 // order id, so queuing the same order twice is refused by asynq.
 func (s *sale) enqueue(ctx context.Context, t orderTask) (err error) {
 	ctx, sp := s.tracer.Start(ctx, "asynq.enqueue "+taskCreateOrder, trace.WithSpanKind(trace.SpanKindProducer),
@@ -118,23 +123,20 @@ func (s *sale) enqueue(ctx context.Context, t orderTask) (err error) {
 		}
 		sp.End()
 	}()
-	if sp.SpanContext().IsValid() {
-		t.Trace = map[string]string{}
-		propagator.Inject(ctx, propagation.MapCarrier(t.Trace))
-	}
 	payload, err := json.Marshal(t)
 	if err != nil {
 		return err
 	}
-	_, err = s.queue.EnqueueContext(ctx, asynq.NewTask(taskCreateOrder, payload),
+	_, err = s.queue.EnqueueContext(ctx, asynqlock.NewTracedTask(ctx, taskCreateOrder, payload),
 		asynq.Queue(orderQueue), asynq.TaskID(t.OrderID), asynq.MaxRetry(10), asynq.Timeout(time.Minute))
 	return err
 }
 
 // orderWorker processes order:create tasks.
 type orderWorker struct {
-	store  *shop.Store
-	tracer trace.Tracer
+	store   *shop.Store
+	tracer  trace.Tracer
+	metrics *appMetrics
 }
 
 // createOrder is the order:create handler (run under the order's lock,
@@ -154,36 +156,8 @@ func (w *orderWorker) createOrder(ctx context.Context, task *asynq.Task) error {
 		return err
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("seckill.order.retry", res == shop.AlreadyCreated))
+	if res != shop.AlreadyCreated {
+		w.metrics.created.Add(ctx, 1)
+	}
 	return nil
-}
-
-// traceTasks starts a consumer span for each task, linked to the span of
-// the buy that queued it (from the payload's trace context). It wraps the
-// locked handler, so the lock's spans nest under it.
-func traceTasks(tracer trace.Tracer, next asynq.Handler) asynq.Handler {
-	return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-		var t orderTask
-		_ = json.Unmarshal(task.Payload(), &t)
-		opts := []trace.SpanStartOption{
-			trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithNewRoot(),
-			trace.WithAttributes(attribute.String("messaging.system", "asynq"),
-				attribute.String("messaging.destination.name", orderQueue),
-				attribute.String("seckill.order", t.OrderID)),
-		}
-		if t.Trace != nil {
-			parent := propagator.Extract(ctx, propagation.MapCarrier(t.Trace))
-			if sc := trace.SpanContextFromContext(parent); sc.IsValid() {
-				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
-			}
-		}
-		ctx, sp := tracer.Start(ctx, "asynq.process "+task.Type(), opts...)
-		defer sp.End()
-		err := next.ProcessTask(ctx, task)
-		if err != nil {
-			sp.RecordError(err)
-			sp.SetStatus(codes.Error, err.Error())
-		}
-		return err
-	})
 }

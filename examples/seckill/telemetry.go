@@ -5,15 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/metric"
@@ -30,15 +35,23 @@ import (
 // tracing and the Redis steps' from package shop.
 const scopeName = "github.com/keylock/keylock/examples/seckill"
 
-// telemetry holds the app's OpenTelemetry providers. When neither -trace
-// nor the OTLP environment asks for telemetry, both are no-ops and enabled
-// is false (then the app installs no observer and no tracing middleware).
+// telemetry holds the app's OpenTelemetry providers. tracing is true when
+// spans go somewhere (-trace stdout or OTLP); otherwise tp is a no-op and
+// the app installs no tracing middleware. metrics is the /metrics handler
+// of the Prometheus exporter (nil with -metrics=false). With neither traces
+// nor metrics, mp is a no-op too and observe reports false (then the app
+// installs no lock observer).
 type telemetry struct {
 	tp       trace.TracerProvider
 	mp       metric.MeterProvider
-	enabled  bool
+	tracing  bool
+	metrics  http.Handler
 	shutdown func(context.Context) error
 }
+
+// observe reports whether the locks should be observed (spans or metrics
+// are recorded somewhere).
+func (t *telemetry) observe() bool { return t.tracing || t.metrics != nil }
 
 // otlpEnv reports whether the standard OTLP variables ask for an exporter
 // of signal ("TRACES" or "METRICS"), and with which protocol: the
@@ -61,10 +74,24 @@ func otlpEnv(signal string) (protocol string, ok bool) {
 // setupTelemetry builds the providers: mode "stdout" prints spans (and, at
 // shutdown, metrics) to out; the OTEL_EXPORTER_OTLP_* variables add OTLP
 // exporters (their other settings — headers, TLS, timeouts — are read by the
-// exporters themselves). mode "" without OTLP variables gives no-ops.
-func setupTelemetry(ctx context.Context, mode string, out io.Writer) (*telemetry, error) {
+// exporters themselves); prom adds the Prometheus exporter, whose registry
+// (with the Go runtime and process collectors) the metrics handler serves;
+// extra, if not nil, gets every span synchronously (tests). mode "" without
+// OTLP variables, prom or extra gives no-ops.
+func setupTelemetry(ctx context.Context, mode string, out io.Writer, prom bool, extra sdktrace.SpanExporter) (*telemetry, error) {
 	var spanExps []sdktrace.SpanExporter
 	var readers []sdkmetric.Reader
+	var metricsHandler http.Handler
+	if prom {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+		if err != nil {
+			return nil, fmt.Errorf("prometheus exporter: %w", err)
+		}
+		readers = append(readers, exp)
+		metricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	}
 	switch mode {
 	case "":
 	case "stdout":
@@ -114,7 +141,7 @@ func setupTelemetry(ctx context.Context, mode string, out io.Writer) (*telemetry
 		}
 		readers = append(readers, sdkmetric.NewPeriodicReader(me))
 	}
-	if len(spanExps) == 0 && len(readers) == 0 {
+	if len(spanExps) == 0 && len(readers) == 0 && extra == nil {
 		return &telemetry{tp: tracenoop.NewTracerProvider(), mp: metricnoop.NewMeterProvider(), shutdown: func(context.Context) error { return nil }}, nil
 	}
 
@@ -129,7 +156,16 @@ func setupTelemetry(ctx context.Context, mode string, out io.Writer) (*telemetry
 	for _, e := range spanExps {
 		topts = append(topts, sdktrace.WithBatcher(e))
 	}
-	tp := sdktrace.NewTracerProvider(topts...)
+	if extra != nil {
+		topts = append(topts, sdktrace.WithSyncer(extra))
+	}
+	tracing := len(spanExps) > 0 || extra != nil
+	var tp trace.TracerProvider = tracenoop.NewTracerProvider()
+	var tpShutdown func(context.Context) error = func(context.Context) error { return nil }
+	if tracing {
+		sdk := sdktrace.NewTracerProvider(topts...)
+		tp, tpShutdown = sdk, sdk.Shutdown
+	}
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
 	for _, r := range readers {
 		mopts = append(mopts, sdkmetric.WithReader(r))
@@ -138,9 +174,10 @@ func setupTelemetry(ctx context.Context, mode string, out io.Writer) (*telemetry
 	return &telemetry{
 		tp:      tp,
 		mp:      mp,
-		enabled: true,
+		tracing: tracing,
+		metrics: metricsHandler,
 		shutdown: func(ctx context.Context) error {
-			return errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx))
+			return errors.Join(tpShutdown(ctx), mp.Shutdown(ctx))
 		},
 	}, nil
 }
