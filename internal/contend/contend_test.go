@@ -158,7 +158,8 @@ func TestMeasureUncontended(t *testing.T) {
 // Mutex and FairMutex beside the bare SET NX lock, interleaved. b.N is the
 // operations per goroutine and kind. It reports each kind's ops/s, its
 // ratio to the bare lock (issue 10's targets: ≥ 0.9 at 1 goroutine, ≥ 0.8
-// at 16), allocations and Redis commands per operation.
+// at 16), allocations, commands sent and commands Redis ran (scripts'
+// inner ones included) per operation.
 func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.NewServer(b)
 	for _, g := range []int{1, 16} {
@@ -175,6 +176,7 @@ func BenchmarkUncontended(b *testing.B) {
 				}
 				b.ReportMetric(r.AllocsPerOp, k+"-allocs/op")
 				b.ReportMetric(r.InRedisPerOp, k+"-redis-cmds/op")
+				b.ReportMetric(r.SentPerOp, k+"-sent/op")
 			}
 		})
 	}

@@ -35,7 +35,8 @@
 //     go-redis pub/sub connections send past hooks, counted by the server),
 //     scripts, (UN)SUBSCRIBEs, PUBLISHes (wake-ups, each delivered to every
 //     subscribed process) and every command Redis ran, scripts' inner
-//     commands included;
+//     commands included, also by command name (the harness's own INFO
+//     calls are taken out; core's, which notice restarts, stay in);
 //   - overlaps: sections that began before an earlier one ended. The lock
 //     was not exclusive; always a failure.
 //

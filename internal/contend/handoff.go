@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Handoff is one kind's handoff latency between two processes: A holds,
@@ -31,18 +29,18 @@ type Handoff struct {
 const handoffWarmup = 10
 
 // runHandoff times cfg.Handoffs handoffs for every core kind of cfg.Kinds.
-func runHandoff(ctx context.Context, cfg Config, rdb redis.Cmdable) ([]Handoff, error) {
+func runHandoff(ctx context.Context, cfg Config, stats *statsReader) ([]Handoff, error) {
 	// Not the bare lock: it has no Wait events to tell that its waiter is
 	// polling.
 	what := func(k Kind) string {
 		return fmt.Sprintf("handoff between two processes, %s, %d times", k.Label(), cfg.Handoffs)
 	}
 	return onWorkers(ctx, cfg, 2, true, what, func(ps []*proc, k Kind) (Handoff, error) {
-		return handoffOf(ctx, cfg, rdb, ps[0], ps[1], k)
+		return handoffOf(ctx, cfg, stats, ps[0], ps[1], k)
 	})
 }
 
-func handoffOf(ctx context.Context, cfg Config, rdb redis.Cmdable, a, b *proc, k Kind) (Handoff, error) {
+func handoffOf(ctx context.Context, cfg Config, stats *statsReader, a, b *proc, k Kind) (Handoff, error) {
 	key := "contend:handoff:" + string(k)
 	open := request{Op: opOpen, Kind: k, Key: key, Observe: true}
 	if _, err := sendAll([]*proc{a, b}, open, evOpen, time.Minute); err != nil {
@@ -68,7 +66,7 @@ func handoffOf(ctx context.Context, cfg Config, rdb redis.Cmdable, a, b *proc, k
 		if _, err := b.expect(evParked, step); err != nil {
 			return h, err
 		}
-		before, err := readCommandStats(ctx, rdb)
+		before, err := stats.read(ctx)
 		if err != nil {
 			return h, err
 		}
@@ -83,7 +81,7 @@ func handoffOf(ctx context.Context, cfg Config, rdb redis.Cmdable, a, b *proc, k
 		if err != nil {
 			return h, err
 		}
-		after, err := readCommandStats(ctx, rdb)
+		after, err := stats.read(ctx)
 		if err != nil {
 			return h, err
 		}

@@ -47,22 +47,24 @@ type Herd struct {
 const sampleEvery = 100 * time.Millisecond
 
 // runHerd runs the many-waiters measurement for every core kind.
-func runHerd(ctx context.Context, cfg Config, rdb redis.Cmdable) ([]Herd, error) {
+func runHerd(ctx context.Context, cfg Config, stats *statsReader) ([]Herd, error) {
 	what := func(k Kind) string {
 		return fmt.Sprintf("%d waiters in %d processes on one lock, %s", cfg.Waiters, cfg.WaiterProcs, k.Label())
 	}
 	return onWorkers(ctx, cfg, cfg.WaiterProcs, true, what, func(ps []*proc, k Kind) (Herd, error) {
-		return herdOf(ctx, cfg, rdb, ps, k)
+		return herdOf(ctx, cfg, stats, ps, k)
 	})
 }
 
-func herdOf(ctx context.Context, cfg Config, rdb redis.Cmdable, ps []*proc, k Kind) (Herd, error) {
+func herdOf(ctx context.Context, cfg Config, stats *statsReader, ps []*proc, k Kind) (Herd, error) {
 	h := Herd{Kind: k, Waiters: cfg.Waiters, Procs: len(ps), Lease: cfg.WaiterLease, Load: [2]string{loadAverage()}}
 	key := "contend:waiters:" + string(k)
 
 	// The holder: the driver's own client, on its own connection.
 	hrdb := redis.NewClient(&redis.Options{Addr: cfg.Addr})
 	defer hrdb.Close()
+	var holderSent sentCounter
+	hrdb.AddHook(&holderSent)
 	hc := core.New(hrdb, core.WithWatchdogTimeout(cfg.WaiterLease))
 	defer hc.Close()
 	hl, err := newLocker(k, hrdb, hc, key, "holder")
@@ -103,7 +105,7 @@ func herdOf(ctx context.Context, cfg Config, rdb redis.Cmdable, ps []*proc, k Ki
 	}
 	time.Sleep(cfg.WaiterLease / 3) // the arrival's own attempts end
 
-	smp := startSampler(ctx, rdb)
+	smp := startSampler(ctx, stats)
 	defer smp.stop()
 	time.Sleep(cfg.Blocked)
 	blockedEnd := event.Now()
@@ -112,10 +114,11 @@ func herdOf(ctx context.Context, cfg Config, rdb redis.Cmdable, ps []*proc, k Ki
 	if err != nil {
 		return h, err
 	}
-	before, err := readCommandStats(ctx, rdb)
+	before, err := stats.read(ctx)
 	if err != nil {
 		return h, err
 	}
+	holderSent0 := holderSent.n.Load()
 	tRel := event.Now()
 	released = true
 	if err := lease.Unlock(ctx); err != nil {
@@ -125,12 +128,13 @@ func herdOf(ctx context.Context, cfg Config, rdb redis.Cmdable, ps []*proc, k Ki
 	if err != nil {
 		return h, err
 	}
-	after, err := readCommandStats(ctx, rdb)
+	holderSent1 := holderSent.n.Load()
+	after, err := stats.read(ctx)
 	if err != nil {
 		return h, err
 	}
 	samples := smp.stop()
-	var sent int64
+	sent := holderSent1 - holderSent0
 	var last int64
 	for i, s := range served {
 		h.Served += s.Served
@@ -184,23 +188,23 @@ type sample struct {
 
 // sampler reads the server's script count every sampleEvery.
 type sampler struct {
-	rdb     redis.Cmdable
+	stats   *statsReader
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
 	samples []sample
 }
 
-func startSampler(ctx context.Context, rdb redis.Cmdable) *sampler {
+func startSampler(ctx context.Context, stats *statsReader) *sampler {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &sampler{rdb: rdb, cancel: cancel}
+	s := &sampler{stats: stats, cancel: cancel}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		tick := time.NewTicker(sampleEvery)
 		defer tick.Stop()
 		for {
-			st, err := readCommandStats(ctx, rdb)
+			st, err := stats.read(ctx)
 			if err == nil {
 				s.samples = append(s.samples, sample{t: event.Now(), scripts: st.sum(scriptCommands...)})
 			}
@@ -219,7 +223,7 @@ func (s *sampler) stop() []sample {
 	s.once.Do(func() {
 		s.cancel()
 		s.wg.Wait()
-		if st, err := readCommandStats(context.Background(), s.rdb); err == nil {
+		if st, err := s.stats.read(context.Background()); err == nil {
 			s.samples = append(s.samples, sample{t: event.Now(), scripts: st.sum(scriptCommands...)})
 		}
 	})

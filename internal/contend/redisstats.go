@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -14,6 +16,32 @@ import (
 // "client|setinfo", …). Redis counts the commands a script runs as well as
 // the script itself.
 type commandStats map[string]int64
+
+// statsReader reads INFO commandstats from one server, one call at a time,
+// and takes its own INFO calls out of the "info" count, so that what is
+// left is the INFO the locks' clients sent (core reads INFO server to notice
+// restarts). Every read the harness makes of that server goes through one
+// statsReader.
+type statsReader struct {
+	rdb redis.Cmdable
+	mu  sync.Mutex
+	own int64 // INFO calls of ours the server has counted
+}
+
+func newStatsReader(rdb redis.Cmdable) *statsReader { return &statsReader{rdb: rdb} }
+
+// read returns the server's command counts now.
+func (r *statsReader) read(ctx context.Context) (commandStats, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, err := readCommandStats(ctx, r.rdb)
+	if err != nil {
+		return nil, err
+	}
+	s["info"] -= r.own // this call is counted after its reply
+	r.own++
+	return s, nil
+}
 
 // readCommandStats reads INFO commandstats.
 func readCommandStats(ctx context.Context, rdb redis.Cmdable) (commandStats, error) {
@@ -61,14 +89,11 @@ func (s commandStats) sum(names ...string) int64 {
 	return n
 }
 
-// total is every command Redis ran (scripts' inner commands included),
-// except the harness's own INFO.
+// total is every command Redis ran (scripts' inner commands included).
 func (s commandStats) total() int64 {
 	var n int64
-	for name, c := range s {
-		if name != "info" {
-			n += c
-		}
+	for _, c := range s {
+		n += c
 	}
 	return n
 }
@@ -99,6 +124,27 @@ type Cost struct {
 	// InRedis is every command Redis ran, scripts' inner commands included
 	// (server-side).
 	InRedis float64
+	// Commands is InRedis by command name (server-side).
+	Commands map[string]float64
+}
+
+// top lists the n commands Redis ran most, per unit: "evalsha 4.00, hset 2.00".
+func (c Cost) top(n int) string {
+	names := make([]string, 0, len(c.Commands))
+	for name := range c.Commands {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if a, b := c.Commands[names[i]], c.Commands[names[j]]; a != b {
+			return a > b
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, 0, n)
+	for _, name := range names[:min(n, len(names))] {
+		parts = append(parts, fmt.Sprintf("%s %.2f", name, c.Commands[name]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // newCost divides what Redis saw (delta) and what the clients counted
@@ -109,7 +155,12 @@ func newCost(delta commandStats, hookSent int64, n int) Cost {
 	}
 	f := float64(n)
 	subs := delta.sum(subscribeCommands...)
+	by := map[string]float64{}
+	for name, calls := range delta {
+		by[name] = float64(calls) / f
+	}
 	return Cost{
+		Commands:   by,
 		Sent:       float64(hookSent+subs) / f,
 		Scripts:    float64(delta.sum(scriptCommands...)) / f,
 		Subscribes: float64(subs) / f,

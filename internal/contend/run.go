@@ -31,13 +31,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addr})
 	defer rdb.Close()
 	rep := &Report{Config: cfg, Machine: machine(ctx, rdb)}
-	if rep.Throughput, err = runThroughput(ctx, cfg, rdb); err != nil {
+	stats := newStatsReader(rdb)
+	if rep.Throughput, err = runThroughput(ctx, cfg, stats); err != nil {
 		return rep, err
 	}
-	if rep.Handoff, err = runHandoff(ctx, cfg, rdb); err != nil {
+	if rep.Handoff, err = runHandoff(ctx, cfg, stats); err != nil {
 		return rep, err
 	}
-	if rep.Herd, err = runHerd(ctx, cfg, rdb); err != nil {
+	if rep.Herd, err = runHerd(ctx, cfg, stats); err != nil {
 		return rep, err
 	}
 	return rep, nil
@@ -71,6 +72,10 @@ func (r *Report) Write(w io.Writer) {
 				ms(t.WaitP50), ms(t.WaitP99), ms(t.WaitMax),
 				t.Cost.Sent, t.Cost.Scripts, t.Cost.Subscribes, t.Cost.Publishes, t.Cost.InRedis, ms(t.Hold), t.Load[0], t.Load[1])
 		}
+		fmt.Fprintln(w, "\nRedis commands per CS, by name (server-side, scripts' inner commands included):")
+		for _, t := range r.Throughput {
+			fmt.Fprintf(w, "- %s: %s\n", t.Kind.Label(), t.Cost.top(10))
+		}
 		for _, t := range r.Throughput {
 			if t.Overlaps > 0 {
 				fmt.Fprintf(w, "\n**%s: %d critical sections overlapped an earlier one**\n", t.Kind.Label(), t.Overlaps)
@@ -98,6 +103,10 @@ func (r *Report) Write(w io.Writer) {
 				h.Kind.Label(), ms(h.Arrival), h.BlockedMax, ms(h.BlockedMaxOver), h.BlockedPerSec,
 				h.Served, ms(h.Drain), h.DrainMax,
 				h.Cost.Sent, h.Cost.Scripts, h.Cost.Subscribes, h.Cost.Publishes, h.Cost.InRedis, h.Load[0], h.Load[1])
+		}
+		fmt.Fprintln(w, "\nRedis commands per waiter served, by name (server-side):")
+		for _, h := range r.Herd {
+			fmt.Fprintf(w, "- %s: %s\n", h.Kind.Label(), h.Cost.top(10))
 		}
 		fmt.Fprintln(w)
 	}

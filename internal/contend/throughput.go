@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/keylock/keylock/internal/chaos/event"
-	"github.com/redis/go-redis/v9"
 )
 
 // Throughput is one lock kind's contended run: Procs processes on one key,
@@ -46,12 +45,12 @@ type Throughput struct {
 
 // runThroughput runs every kind of cfg.Kinds on the same cfg.Procs
 // processes, one after another.
-func runThroughput(ctx context.Context, cfg Config, rdb redis.Cmdable) ([]Throughput, error) {
+func runThroughput(ctx context.Context, cfg Config, stats *statsReader) ([]Throughput, error) {
 	what := func(k Kind) string {
 		return fmt.Sprintf("%d processes on one key, %s, %v", cfg.Procs, k.Label(), cfg.Duration)
 	}
 	out, err := onWorkers(ctx, cfg, cfg.Procs, false, what, func(ps []*proc, k Kind) (Throughput, error) {
-		return throughputOf(ctx, cfg, rdb, ps, k)
+		return throughputOf(ctx, cfg, stats, ps, k)
 	})
 	if err != nil {
 		return out, err
@@ -64,13 +63,13 @@ func runThroughput(ctx context.Context, cfg Config, rdb redis.Cmdable) ([]Throug
 	return out, nil
 }
 
-func throughputOf(ctx context.Context, cfg Config, rdb redis.Cmdable, ps []*proc, k Kind) (Throughput, error) {
+func throughputOf(ctx context.Context, cfg Config, stats *statsReader, ps []*proc, k Kind) (Throughput, error) {
 	key := "contend:" + string(k)
 	if _, err := sendAll(ps, request{Op: opOpen, Kind: k, Key: key}, evOpen, time.Minute); err != nil {
 		return Throughput{}, err
 	}
 	load0 := loadAverage()
-	before, err := readCommandStats(ctx, rdb)
+	before, err := stats.read(ctx)
 	if err != nil {
 		return Throughput{}, err
 	}
@@ -80,7 +79,7 @@ func throughputOf(ctx context.Context, cfg Config, rdb redis.Cmdable, ps []*proc
 	if err != nil {
 		return Throughput{}, err
 	}
-	after, err := readCommandStats(ctx, rdb)
+	after, err := stats.read(ctx)
 	if err != nil {
 		return Throughput{}, err
 	}

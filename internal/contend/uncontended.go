@@ -45,6 +45,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 	rdb.AddHook(&sent)
 	c := core.New(rdb)
 	defer c.Close()
+	stats := newStatsReader(rdb)
 
 	kinds := []Kind{KindBare, KindMutex, KindFair}
 	lockers := make([][]locker, len(kinds)) // [kind][goroutine]
@@ -70,7 +71,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 		n := min(uncontendedBlock, ops-done)
 		for j := range kinds {
 			i := (j + round) % len(kinds) // rotate who goes first
-			s0, err := readCommandStats(ctx, rdb)
+			s0, err := stats.read(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -83,7 +84,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 			elapsed[i] += time.Since(t0)
 			runtime.ReadMemStats(&m1)
 			sentN[i] += uint64(sent.n.Load() - sent0)
-			s1, err := readCommandStats(ctx, rdb)
+			s1, err := stats.read(ctx)
 			if err != nil {
 				return nil, err
 			}
