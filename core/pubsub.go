@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -83,12 +84,17 @@ func newHub(rdb redis.UniversalClient, wg *sync.WaitGroup) *hub {
 	return &hub{rdb: rdb, wg: wg, life: life, end: end, conns: make(map[int]*psConn), chans: make(map[string]*subscription)}
 }
 
+// subscribeWait bounds how long join waits for its SUBSCRIBE to be written
+// (go-redis may be re-dialing): past it the caller falls back to bounded
+// waits, as without pub/sub, and joins again on its next wait.
+const subscribeWait = time.Second
+
 // join puts a new waiter in line on channel, subscribing if it is the first.
 // The waiter's ready channel closes when the subscription is confirmed; only
 // after that is it safe to rely on wake-ups. The first waiter of a channel
-// waits until its SUBSCRIBE is written, or until ctx ends (then join fails
-// with ctx's error and leaves the line: the SUBSCRIBE, if still queued, is
-// never sent).
+// waits until its SUBSCRIBE is written, or until ctx ends or subscribeWait
+// passes (then join fails and leaves the line: the SUBSCRIBE, if still
+// queued, is never sent).
 func (h *hub) join(ctx context.Context, channel string) (*waiter, error) {
 	sharded, err := h.sharded(ctx)
 	if err != nil {
@@ -126,10 +132,14 @@ func (h *hub) join(ctx context.Context, channel string) (*waiter, error) {
 	if written == nil {
 		return w, nil
 	}
+	slow := time.NewTimer(subscribeWait)
+	defer slow.Stop()
 	select {
 	case err = <-written:
 	case <-ctx.Done():
 		err = fmt.Errorf("keylock: subscribe %q: %w", channel, ctx.Err())
+	case <-slow.C:
+		err = fmt.Errorf("keylock: subscribe %q: not written within %s", channel, subscribeWait)
 	case <-h.life.Done():
 		err = ErrClosed
 	}

@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"net"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,4 +135,90 @@ func TestWaitersFollowSlotMigration(t *testing.T) {
 	}
 	t.Logf("second handoff after the migration: %s", o.at.Sub(released))
 	mustUnlock(t, o.lease)
+}
+
+// While the sharded pub/sub connection of one slot cannot be dialed (its
+// master is partitioned for new connections), waiters on other slots keep
+// being woken at once, and joining another channel does not block.
+func TestWakeUpsDoNotStallBehindAStuckSubscribe(t *testing.T) {
+	cl := redistest.NewCluster(t, 3)
+	var nodes []*redis.Client
+	for _, n := range cl.Nodes() {
+		nodes = append(nodes, n.NewClient(t))
+	}
+	// Names whose slots are on the partitioned master (stuck) and elsewhere.
+	const cut = 0
+	var stuck, woken, other string
+	for i := 0; stuck == "" || woken == "" || other == ""; i++ {
+		name := "s" + strconv.Itoa(i)
+		switch owner := slotOwner(t, nodes, core.ClusterSlot("keylock:{"+name+"}")); {
+		case owner == cut && stuck == "":
+			stuck = name
+		case owner != cut && woken == "":
+			woken = name
+		case owner != cut && other == "":
+			other = name
+		}
+	}
+	// Connections dialed after the warm-up to the cut master go through a
+	// black-holed proxy; commands reuse the warm pooled connections.
+	proxy := redistest.NewProxy(t, nodes[cut].Options().Addr)
+	proxy.Blackhole()
+	var warm atomic.Bool
+	rdb := cl.NewClient(t, func(o *redis.ClusterOptions) {
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if warm.Load() && addr == nodes[cut].Options().Addr {
+				addr = proxy.Addr()
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+	})
+	ctx := ctxTimeout(t, time.Minute)
+	if err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		if err := m.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		_, err := m.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() })
+		return err
+	}); err != nil {
+		t.Fatalf("warm-up: %v", err)
+	}
+	warm.Store(true)
+	holder, waiters := newLocks(t, cl.NewClient(t)), newLocks(t, rdb)
+	t.Cleanup(proxy.Drop) // runs first: go-redis's stuck dials fail at once, so Close need not outwait them
+
+	hs := make([]*core.Lease, 0, 3)
+	for _, name := range []string{woken, stuck, other} {
+		hs = append(hs, mustLock(t, holder.Mutex(name), ctx))
+	}
+	wokenOut := lockAsync(ctx, waiters.Mutex(woken))
+	waitSubscribers(t, nodes[slotOwner(t, nodes, core.ClusterSlot("keylock:{"+woken+"}"))], "keylock:{"+woken+"}:ch", true, 1, 5*time.Second)
+	stuckOut := lockAsync(ctx, waiters.Mutex(stuck))
+	time.Sleep(100 * time.Millisecond) // its SSUBSCRIBE is stuck dialing
+	otherOut := lockAsync(ctx, waiters.Mutex(other))
+	time.Sleep(100 * time.Millisecond) // the third waiter joins meanwhile
+
+	released := time.Now()
+	mustUnlock(t, hs[0])
+	o := awaitLock(t, wokenOut, 40*time.Second)
+	if o.err != nil {
+		t.Fatalf("waiter Lock: %v", o.err)
+	}
+	took := o.at.Sub(released)
+	t.Logf("waiter on a healthy slot woken %s after the release, while another slot's SSUBSCRIBE was stuck", took)
+	if took > 2*time.Second {
+		t.Errorf("waiter on a healthy slot woken %s after the release, want at once", took)
+	}
+	mustUnlock(t, o.lease)
+	for _, h := range hs[1:] {
+		mustUnlock(t, h)
+	}
+	for _, out := range []<-chan lockOutcome{stuckOut, otherOut} {
+		if o := awaitLock(t, out, 40*time.Second); o.err != nil {
+			t.Errorf("waiter Lock: %v", o.err)
+		} else {
+			mustUnlock(t, o.lease)
+		}
+	}
 }

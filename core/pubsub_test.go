@@ -114,6 +114,7 @@ func TestLockReturnsWithItsContextWhileSubscribeIsStuck(t *testing.T) {
 	pool, pubsub := redistest.NewProxy(t, srv.Addr()), redistest.NewProxy(t, srv.Addr())
 	rdb := splitClient(t, pool.Addr(), pubsub.Addr())
 	holder, waiter := newLocks(t, srv.NewClient(t)), newLocks(t, rdb)
+	t.Cleanup(pubsub.Drop) // runs first: go-redis's stuck dials fail at once, so Close need not outwait them
 	mustLock(t, holder.Mutex("stuck"), context.Background())
 
 	pubsub.Blackhole() // a partition, for the pub/sub connection only
@@ -139,6 +140,7 @@ func TestLockReturnsWithItsContextWhilePubSubRedials(t *testing.T) {
 	direct := srv.NewClient(t)
 	pool, pubsub := redistest.NewProxy(t, srv.Addr()), redistest.NewProxy(t, srv.Addr())
 	holder, waiter := newLocks(t, direct), newLocks(t, splitClient(t, pool.Addr(), pubsub.Addr()))
+	t.Cleanup(pubsub.Drop) // runs first: go-redis's stuck dials fail at once, so Close need not outwait them
 	mustLock(t, holder.Mutex("redial"), context.Background())
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -149,8 +151,8 @@ func TestLockReturnsWithItsContextWhilePubSubRedials(t *testing.T) {
 	pubsub.Drop()      // the pub/sub connection is reset: go-redis re-dials it...
 	pubsub.Blackhole() // ...into a partition
 	time.Sleep(300 * time.Millisecond)
-	cancel()
 	cancelled := time.Now()
+	cancel()
 	o := awaitLock(t, out, 10*time.Second)
 	took := o.at.Sub(cancelled)
 	t.Logf("Lock returned %s after its context was cancelled: %v", took, o.err)
@@ -191,5 +193,33 @@ func TestReleaseLostInPubSubOutageCostsNothing(t *testing.T) {
 	t.Logf("waiter got the lock %s after the connection could come back (holder's TTL %s)", took, core.DefaultWatchdogTimeout)
 	if took > 3*time.Second {
 		t.Fatalf("waiter got the lock %s after the connection could come back, want within 3s", took)
+	}
+}
+
+// While the pub/sub connection cannot be dialed, a waiter without a deadline
+// falls back to bounded waits: a release still reaches it within seconds,
+// not after the holder's TTL.
+func TestWaiterWithStuckPubSubStillSeesRelease(t *testing.T) {
+	srv := redistest.NewServer(t)
+	pool, pubsub := redistest.NewProxy(t, srv.Addr()), redistest.NewProxy(t, srv.Addr())
+	rdb := splitClient(t, pool.Addr(), pubsub.Addr())
+	holder, waiter := newLocks(t, srv.NewClient(t)), newLocks(t, rdb)
+	t.Cleanup(pubsub.Drop) // runs first: go-redis's stuck dials fail at once, so Close need not outwait them
+	h := mustLock(t, holder.Mutex("fallback"), context.Background()) // 30s lease
+
+	pubsub.Blackhole()
+	out := lockAsync(context.Background(), waiter.Mutex("fallback"))
+	time.Sleep(500 * time.Millisecond) // the waiter is stuck subscribing
+	released := time.Now()
+	mustUnlock(t, h)
+	o := awaitLock(t, out, 40*time.Second)
+	if o.err != nil {
+		t.Fatalf("waiter Lock: %v", o.err)
+	}
+	defer mustUnlock(t, o.lease)
+	took := o.at.Sub(released)
+	t.Logf("waiter got the lock %s after the release (holder's TTL %s)", took, core.DefaultWatchdogTimeout)
+	if took > 5*time.Second {
+		t.Fatalf("waiter got the lock %s after the release, want within 5s", took)
 	}
 }
