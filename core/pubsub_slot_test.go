@@ -175,13 +175,7 @@ func TestWakeUpsDoNotStallBehindAStuckSubscribe(t *testing.T) {
 		}
 	})
 	ctx := ctxTimeout(t, time.Minute)
-	if err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		if err := m.Ping(ctx).Err(); err != nil {
-			return err
-		}
-		_, err := m.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() })
-		return err
-	}); err != nil {
+	if err := rdb.ForEachMaster(ctx, warmPool); err != nil {
 		t.Fatalf("warm-up: %v", err)
 	}
 	warm.Store(true)

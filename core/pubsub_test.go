@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,8 +16,8 @@ import (
 )
 
 // splitClient returns a go-redis client with default options whose
-// connections dialed while it warms up (one for commands, one for pipelines)
-// go to first, and every later one to later. Commands keep reusing the warm
+// connections dialed while it warms up (several for commands, one for
+// pipelines) go to first, and every later one to later. Commands keep reusing the warm
 // pooled connections, so the pub/sub connection, dialed later, can be
 // partitioned on its own.
 func splitClient(t *testing.T, first, later string) *redis.Client {
@@ -34,15 +35,25 @@ func splitClient(t *testing.T, first, later string) *redis.Client {
 		},
 	})
 	t.Cleanup(func() { _ = rdb.Close() })
-	ctx := context.Background()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("PING: %v", err)
-	}
-	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
-		t.Fatalf("pipelined PING: %v", err)
+	if err := warmPool(context.Background(), rdb); err != nil {
+		t.Fatalf("warm-up: %v", err)
 	}
 	warm.Store(true)
 	return rdb
+}
+
+// warmPool opens several pooled connections of rdb at once (WAIT 1 100
+// holds one for 100ms: there are no replicas) and its pipeline connection,
+// so that concurrent commands (a try and the restart watch's probe) need no
+// new dial.
+func warmPool(ctx context.Context, rdb *redis.Client) error {
+	var g sync.WaitGroup
+	for range 4 {
+		g.Go(func() { _ = rdb.Wait(ctx, 1, 100*time.Millisecond).Err() })
+	}
+	g.Wait()
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() })
+	return err
 }
 
 // waitSubscribers waits until channel has n subscribers on the server rdb
@@ -204,7 +215,7 @@ func TestWaiterWithStuckPubSubStillSeesRelease(t *testing.T) {
 	pool, pubsub := redistest.NewProxy(t, srv.Addr()), redistest.NewProxy(t, srv.Addr())
 	rdb := splitClient(t, pool.Addr(), pubsub.Addr())
 	holder, waiter := newLocks(t, srv.NewClient(t)), newLocks(t, rdb)
-	t.Cleanup(pubsub.Drop) // runs first: go-redis's stuck dials fail at once, so Close need not outwait them
+	t.Cleanup(pubsub.Drop)                                           // runs first: go-redis's stuck dials fail at once, so Close need not outwait them
 	h := mustLock(t, holder.Mutex("fallback"), context.Background()) // 30s lease
 
 	pubsub.Blackhole()
