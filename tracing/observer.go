@@ -17,10 +17,6 @@ import (
 // ScopeName is the instrumentation scope name of the spans and metrics.
 const ScopeName = "github.com/keylock/keylock/tracing"
 
-// Version is the version of this instrumentation, recorded as the scope
-// version.
-const Version = "0.1.0"
-
 // Observer records the locks of a core.Client as OpenTelemetry spans and
 // metrics. Install it with core.WithObserver; one Observer may serve several
 // Clients. It is safe for concurrent use.
