@@ -78,19 +78,18 @@ func (c *Client) renewNow() {
 // renewLoop is the Client's one renewal loop.
 func (c *Client) renewLoop() {
 	defer c.wg.Done()
-	// ctx ends with the loop (on Close), which stops in-flight renewals:
+	// ctx ends with the loop, on Close, which stops in-flight renewals:
 	// their retries, their waits for a connection, and, when go-redis has
-	// ContextTimeoutEnabled, their reads.
+	// ContextTimeoutEnabled, their reads (otherwise a read in progress ends
+	// at go-redis's ReadTimeout).
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	work := make(chan []renewItem)
 	for range renewWorkers {
 		c.wg.Add(1)
 		go c.renewWorker(ctx, work)
 	}
-	defer func() {
-		cancel()
-		close(work)
-	}()
+	defer close(work)
 	interval := c.cfg.watchdogTimeout / 3
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -104,7 +103,7 @@ func (c *Client) renewLoop() {
 			all = true
 		}
 		for {
-			next := c.renewPass(work, interval, all)
+			next := c.renewPass(ctx, work, interval, all)
 			if next == passStopped {
 				return
 			}
@@ -129,7 +128,7 @@ const (
 // the workers. Holds go nearest deadline first, so when Redis or this
 // process cannot keep up, the holds closest to being lost are renewed first
 // (and a hold taken just now, at the end, is not renewed before it needs to).
-func (c *Client) renewPass(work chan<- []renewItem, interval time.Duration, all bool) passEnd {
+func (c *Client) renewPass(ctx context.Context, work chan<- []renewItem, interval time.Duration, all bool) passEnd {
 	start := time.Now()
 	c.mu.Lock()
 	snap := c.renew.snap[:0]
@@ -168,7 +167,7 @@ func (c *Client) renewPass(work chan<- []renewItem, interval time.Duration, all 
 				}
 			}
 		}
-		items := c.collectRenewals(snap[i*renewChunkSize:min((i+1)*renewChunkSize, len(snap))], all, interval)
+		items := c.collectRenewals(ctx, snap[i*renewChunkSize:min((i+1)*renewChunkSize, len(snap))], all, interval)
 		if len(items) == 0 {
 			continue
 		}
@@ -185,7 +184,7 @@ func (c *Client) renewPass(work chan<- []renewItem, interval time.Duration, all 
 // watchdog hold confirmed less than half a tick ago (just taken, or renewed
 // by a renewNow pass) waits for the next tick, unless all. Holds that renew
 // alone (RedLock) are started on goroutines of their own.
-func (c *Client) collectRenewals(hs []dueHold, all bool, interval time.Duration) []renewItem {
+func (c *Client) collectRenewals(ctx context.Context, hs []dueHold, all bool, interval time.Duration) []renewItem {
 	items := make([]renewItem, 0, len(hs))
 	var alone []*hold
 	c.mu.Lock()
@@ -212,7 +211,7 @@ func (c *Client) collectRenewals(hs []dueHold, all bool, interval time.Duration)
 	}
 	c.mu.Unlock()
 	for _, h := range alone {
-		c.renewAlone(h, interval)
+		c.renewAlone(ctx, h, interval)
 	}
 	return items
 }
@@ -325,8 +324,8 @@ func isAloneRenewer(p protocol) bool {
 }
 
 // renewAlone renews h on a goroutine of its own (owned by the Client, so
-// Close waits for it), bounded by budget.
-func (c *Client) renewAlone(h *hold, budget time.Duration) {
+// Close waits for it), bounded by budget and ctx.
+func (c *Client) renewAlone(ctx context.Context, h *hold, budget time.Duration) {
 	c.mu.Lock()
 	lease := h.lease
 	c.mu.Unlock()
@@ -337,7 +336,7 @@ func (c *Client) renewAlone(h *hold, budget time.Duration) {
 	}
 	if !c.spawn(func() {
 		defer done()
-		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		ctx, cancel := context.WithTimeout(ctx, budget)
 		defer cancel()
 		sent := time.Now()
 		it := renewItem{h: h, lease: lease}
