@@ -98,9 +98,12 @@ func (w *worker) reply(r reply) {
 func (w *worker) fail(ev string, err error) { w.reply(reply{Ev: ev, Err: err.Error()}) }
 
 func (w *worker) handle(req request) {
-	if req.Op != opOpen && w.lk == nil && req.Op != opClose && req.Op != opMark {
-		w.fail(req.Op, errors.New("no lock open"))
-		return
+	switch req.Op {
+	case opRun, opAcquire, opRelease, opWait, opWaiters:
+		if w.lk == nil {
+			w.fail(req.Op, errors.New("no lock open"))
+			return
+		}
 	}
 	switch req.Op {
 	case opOpen:
