@@ -121,6 +121,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, pid int) error {
 	w.c = core.New(rdb, core.WithWatchdogTimeout(cfg.Watchdog), core.WithObserver(&w.lost))
 
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.watchSchedule(ctx)
+	}()
 	for i, l := range loops {
 		wg.Add(1)
 		go func() {
@@ -140,6 +145,29 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, pid int) error {
 		sum.Leaked = []string{err.Error()}
 	}
 	return log.Write(sum)
+}
+
+// watchSchedule logs the times this process did not run: a 5ms ticker that
+// comes more than 10ms late means no goroutine of the process was scheduled
+// (CPU starvation on a loaded machine, a long GC pause). A lease timer due
+// then fires late too; the checker counts such a process as paused.
+func (w *worker) watchSchedule(ctx context.Context) {
+	const tick, late = 5 * time.Millisecond, 10 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	last := event.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := event.Now()
+		if now-last > int64(tick+late) {
+			_ = w.log.Write(event.Record{Ev: event.Starved, W: w.cfg.Slot, PID: w.pid, T0: last + int64(tick), T1: now})
+		}
+		last = now
+	}
 }
 
 // run loops Lock → critical section → Unlock until ctx ends.
@@ -212,7 +240,15 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 	var told atomic.Int64
 	fired := make(chan struct{})
 	stop := context.AfterFunc(leaseCtx, func() {
-		told.Store(event.Now())
+		t := event.Now()
+		if lost := w.lost.take(lease); lost != 0 && lost < t {
+			t = lost
+		}
+		told.Store(t)
+		if ctx.Err() == nil { // not our own shutdown
+			_ = w.log.Write(event.Record{Ev: event.Told, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq, T0: t,
+				Cause: context.Cause(leaseCtx).Error()})
+		}
 		close(fired)
 	})
 	_ = w.log.Write(acq)
@@ -230,9 +266,6 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 	}
 	if t := told.Load(); t != 0 {
 		out.Told, out.Cause = t, context.Cause(leaseCtx).Error()
-		if lost := w.lost.take(lease); lost != 0 && lost < t {
-			out.Told = lost
-		}
 	}
 	// Logged before Unlock: a worker killed during Unlock has left.
 	_ = w.log.Write(out)

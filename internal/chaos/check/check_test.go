@@ -489,3 +489,28 @@ func TestFixedLeaseTold(t *testing.T) {
 			rep.FixedLeaseTold, rep.FixedLeaseAfterExpiry, rep.FixedLeaseWorst)
 	}
 }
+
+// A worker killed after it was told, before its Out record: the Told
+// record says it was told.
+func TestToldRecordOfAKilledHolder(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, -1)
+	l.add(event.Record{Ev: event.Told, PID: 1, Seq: l.seq, T0: ms(40), Cause: "keylock: lock lost"})
+	l.add(event.Record{Ev: event.Exit, PID: 1, T1: ms(80), Cause: ExitKilled})
+	l.cs(2, "m", mutex, 2, 50, 60)
+	onlyClass(t, l.check(t).Overlaps, ClassTold)
+}
+
+func TestStarvedEarlierHolder(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 100)
+	l.cs(2, "m", mutex, 2, 50, 60)
+	l.add(event.Record{Ev: event.Starved, PID: 1, T0: ms(30), T1: ms(48)})
+	onlyClass(t, l.check(t).Overlaps, ClassStarved)
+	// The later holder's starvation excuses nothing.
+	var m logs
+	m.cs(1, "m", mutex, 0, 1, 100)
+	m.cs(2, "m", mutex, 2, 50, 60)
+	m.add(event.Record{Ev: event.Starved, PID: 2, T0: ms(30), T1: ms(48)})
+	onlyClass(t, m.check(t).Overlaps, ClassViolation)
+}

@@ -9,7 +9,8 @@
 //     anyone), each classified by why the earlier holder was still inside:
 //     [ClassTold] (its lease context had been cancelled before the later
 //     holder entered), [ClassDOA] (the later lease was dead on arrival),
-//     [ClassPaused] (its process was stopped around then), [ClassRestart]
+//     [ClassPaused] (its process was stopped around then), [ClassStarved]
+//     (its process did not run around then: CPU starvation), [ClassRestart]
 //     (Redis lost every lock in an empty restart since it entered) or
 //     otherwise [ClassViolation]: the earlier holder was not told, and
 //     mutual exclusion broke;

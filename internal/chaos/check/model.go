@@ -87,6 +87,7 @@ type run struct {
 	unlocks    []*attempt // Unlock calls, for their timing
 	faults     []fault
 	pauses     map[int][]window // pid → SIGSTOP..SIGCONT
+	starved    map[int][]window // pid → times the process did not run
 	restarts   []window         // Redis killed .. new server up
 	exits      []event.Record
 	panics     []event.Record
@@ -96,7 +97,7 @@ type run struct {
 
 // parse builds a run from records of any order.
 func parse(recs []event.Record) (*run, error) {
-	r := &run{pauses: make(map[int][]window), pids: make(map[int]bool)}
+	r := &run{pauses: make(map[int][]window), starved: make(map[int][]window), pids: make(map[int]bool)}
 	type key struct {
 		pid int
 		seq uint64
@@ -117,7 +118,8 @@ func parse(recs []event.Record) (*run, error) {
 			}
 		}
 	}
-	// Acq before Rel, whatever the file order.
+	// Acq before the records that refer to it, whatever the file order.
+	recs = append([]event.Record(nil), recs...)
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Ev == event.Acq && recs[j].Ev != event.Acq })
 	for _, rec := range recs {
 		touch(rec.T0, rec.T1)
@@ -148,7 +150,20 @@ func parse(recs []event.Record) (*run, error) {
 			if s == nil {
 				return nil, fmt.Errorf("end of pid %d seq %d without its acquisition", rec.PID, rec.Seq)
 			}
-			s.exit, s.told, s.cause, s.open = rec.T0, rec.Told, rec.Cause, false
+			s.exit, s.open = rec.T0, false
+			if rec.Told != 0 && (s.told == 0 || rec.Told < s.told) {
+				s.told, s.cause = rec.Told, rec.Cause
+			}
+		case event.Told:
+			s := open[key{rec.PID, rec.Seq}]
+			if s == nil {
+				return nil, fmt.Errorf("told pid %d seq %d without its acquisition", rec.PID, rec.Seq)
+			}
+			if s.told == 0 || rec.T0 < s.told {
+				s.told, s.cause = rec.T0, rec.Cause
+			}
+		case event.Starved:
+			r.starved[rec.PID] = append(r.starved[rec.PID], window{rec.T0, rec.T1})
 		case event.Rel:
 			s := open[key{rec.PID, rec.Seq}]
 			if s == nil {
@@ -196,11 +211,17 @@ func parse(recs []event.Record) (*run, error) {
 	return r, nil
 }
 
-// pausedNear reports whether process pid was stopped at some time in
+// pausedNear reports whether process pid was stopped (SIGSTOP) at some time
+// in [from, to].
+func (r *run) pausedNear(pid int, from, to int64) bool { return within(r.pauses[pid], from, to) }
+
+// starvedNear reports whether process pid did not run at some time in
 // [from, to].
-func (r *run) pausedNear(pid int, from, to int64) bool {
-	for _, p := range r.pauses[pid] {
-		if p.from <= to && p.to >= from {
+func (r *run) starvedNear(pid int, from, to int64) bool { return within(r.starved[pid], from, to) }
+
+func within(ws []window, from, to int64) bool {
+	for _, w := range ws {
+		if w.from <= to && w.to >= from {
 			return true
 		}
 	}

@@ -25,6 +25,10 @@ const (
 	// ClassPaused: the earlier holder's process was stopped (SIGSTOP) then,
 	// so it could not be told in time. A documented limit.
 	ClassPaused Class = "paused process"
+	// ClassStarved: the earlier holder's process did not run for a while
+	// then (its own ticker came late: CPU starvation, a GC pause), so its
+	// lease timer fired late. The same documented limit as a pause.
+	ClassStarved Class = "process starved"
 	// ClassRestart: Redis restarted empty after the earlier holder entered;
 	// every lock was lost with the data. A documented limit.
 	ClassRestart Class = "lock lost in an empty restart"
@@ -33,7 +37,7 @@ const (
 	ClassViolation Class = "earlier holder not told"
 )
 
-var classes = []Class{ClassViolation, ClassTold, ClassDOA, ClassPaused, ClassRestart}
+var classes = []Class{ClassViolation, ClassTold, ClassDOA, ClassPaused, ClassStarved, ClassRestart}
 
 // Overlap is two holders of one lock inside at once (at least one of them
 // exclusive), or one admission past a semaphore's permits (Later is the
@@ -134,7 +138,8 @@ type Report struct {
 	FenceChecks, FenceAcrossRestart int
 
 	// FixedLeaseTold is how fixed leases (LeaseTime) that ran out inside
-	// their section, in a process that was not stopped meanwhile, were
+	// their section, in a process that was neither stopped nor starved
+	// meanwhile, were
 	// told: FixedLeaseWorst is the latest one was told after Lock returned
 	// + lease − drift margin (a lower bound of how late it was: the
 	// winning attempt was sent before Lock returned), and
@@ -308,7 +313,7 @@ func (r *Report) Write(w io.Writer) {
 	p("fencing: %d inversions, %d duplicates (%d of them across a restart); %d acquisitions checked, %d across an empty restart",
 		inv, dup, invR, r.FenceChecks, r.FenceAcrossRestart)
 	if r.FixedLeaseTold > 0 {
-		p("fixed leases run out inside (process not stopped): %d; told at worst %v after Lock returned + lease − 1%% − 2ms; %d told only after Redis had dropped them",
+		p("fixed leases run out inside (process neither stopped nor starved): %d; told at worst %v after Lock returned + lease − 1%% − 2ms; %d told only after Redis had dropped them",
 			r.FixedLeaseTold, r.FixedLeaseWorst.Round(time.Millisecond/10), r.FixedLeaseAfterExpiry)
 	}
 	for _, k := range []string{"Lock " + event.BoundContext, "Lock " + event.BoundWait, "Unlock " + event.BoundContext} {

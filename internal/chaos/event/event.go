@@ -32,6 +32,13 @@ const (
 	// the section's work ended, Told/Cause if the lease context was
 	// cancelled while inside.
 	Out = "out"
+	// Told is written the moment a lease context is cancelled inside its
+	// critical section (T0, with Cause), so a worker killed before its Out
+	// record still says it was told.
+	Told = "told"
+	// Starved is a time the worker's process did not run (T0..T1): a 5ms
+	// ticker came more than 10ms late (CPU starvation, a GC pause).
+	Starved = "starved"
 	// Rel is Unlock's result (T1 when it returned, Err if it failed),
 	// written after Out.
 	Rel = "rel"
