@@ -294,17 +294,31 @@ func (t *Template) Render(r Resolver) (string, error) {
 // buffer. On error it returns dst unchanged (same length). With enough
 // capacity in dst it does not allocate.
 func (t *Template) AppendRender(dst []byte, r Resolver) ([]byte, error) {
+	return t.appendRender(dst, func(p Placeholder, i int) (string, error) {
+		return Present(r.Value(p, i))
+	})
+}
+
+// appendRender is AppendRender asking get for the values. get returns
+// ErrMissing for an absent value; an error matching ErrSourceFailed is
+// returned as it is (the server's fault), naming the placeholder; any other
+// error becomes the *KeyError's reason (the request's fault).
+func (t *Template) appendRender(dst []byte, get func(p Placeholder, i int) (string, error)) ([]byte, error) {
 	if t == nil || t.text == "" {
 		return dst, errors.New("keylock: template not created by ParseTemplate")
 	}
 	start := len(dst)
 	dst = append(dst, t.lits[0]...)
 	for i, p := range t.phs {
-		v, ok := r.Value(p, i)
+		v, err := get(p, i)
 		var reason string
 		switch {
-		case !ok:
+		case err == ErrMissing:
 			reason = "missing"
+		case errors.Is(err, ErrSourceFailed):
+			return dst[:start], fmt.Errorf("keylock: key placeholder %s: %w", p, err)
+		case err != nil:
+			reason = err.Error()
 		case v == "":
 			reason = "empty"
 		case len(v) > MaxKeyValueLen:

@@ -126,6 +126,6 @@ func ExampleNew() {
 	_, err = ginlock.New(locks, "cart:{path.id}{header.X-User-ID}")
 	fmt.Println(err)
 	// Output:
-	// ginlock: keylock: template "cart:{session.id}": placeholder {session.id}: unknown source "session" (built-in: path, query, header, json, ctx, route, method; register others with WithSource)
+	// ginlock: keylock: template "cart:{session.id}": placeholder {session.id}: unknown source "session" (known: ctx, header, json, method, path, query, route; add others with WithSource)
 	// ginlock: keylock: template "cart:{path.id}{header.X-User-ID}": placeholders {path.id} and {header.X-User-ID} at offset 14 are adjacent; put a separator such as ':' between them
 }

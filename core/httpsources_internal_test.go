@@ -1,4 +1,4 @@
-package ginlock
+package core
 
 import (
 	"bytes"
