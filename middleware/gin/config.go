@@ -44,11 +44,15 @@ func WithKind(spec core.Spec) Option {
 
 // Fair takes a fair lock: requests waiting for a key (see WithWait) get it
 // in arrival order. Default: a mutex, whose waiters race.
-func Fair() Option { return func(c *config) { c.policy.SetKind("Fair()", core.Spec{Kind: core.KindFair}) } }
+func Fair() Option {
+	return func(c *config) { c.policy.SetKind("Fair()", core.Spec{Kind: core.KindFair}) }
+}
 
 // Read takes the read side of a read-write lock: requests with the same key
 // share it, and exclude a request holding the Write side. Default: a mutex.
-func Read() Option { return func(c *config) { c.policy.SetKind("Read()", core.Spec{Kind: core.KindRead}) } }
+func Read() Option {
+	return func(c *config) { c.policy.SetKind("Read()", core.Spec{Kind: core.KindRead}) }
+}
 
 // Write takes the write side of a read-write lock: it excludes every other
 // Read or Write request with the same key. Default: a mutex.
