@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -18,12 +19,12 @@ const (
 	// the holder's remaining TTL).
 	DefaultRetryDelay = time.Second
 	// DefaultReleaseTimeout bounds the release of a task's lock.
-	DefaultReleaseTimeout = 5 * time.Second
+	DefaultReleaseTimeout = core.DefaultReleaseTimeout
 )
 
 // Option configures Middleware, NewMiddleware, Wrap and NewHandler.
 // Options given inside WithTask apply to that task type only, on top of
-// the options given beside it.
+// the options given beside it. A nil Option is ignored.
 type Option func(*config)
 
 // SourceFunc supplies the value of a custom placeholder (see WithSource)
@@ -31,26 +32,19 @@ type Option func(*config)
 // task's error: it is archived without retry.
 type SourceFunc func(ctx context.Context, t *asynq.Task) (value string, ok bool)
 
-type busyMode int
-
+// Busy behaviours (core.Policy.SetBusy).
 const (
-	busyRetry busyMode = iota // return a *BusyError (default)
-	busySkip                  // return nil: drop the duplicate
-	busyWait                  // wait up to cfg.wait, then as busyRetry
+	busyRetry = "retry" // return a *BusyError (default), after WithWait if set
+	busySkip  = "skip"  // return nil: drop the duplicate
 )
 
 type config struct {
-	spec           core.Spec
-	leaseTime      time.Duration // 0: the watchdog keeps the lock
-	busy           busyMode
-	retryDelay     time.Duration // base delay of a busy retry
-	wait           time.Duration // OnBusyWait bound
-	releaseTimeout time.Duration
-	sources        map[string]SourceFunc // custom sources by name
+	policy     core.Policy
+	sources    core.Sources[*attempt]
+	retryDelay time.Duration // base delay of a busy retry; 0: DefaultRetryDelay
 
 	tasks  []taskRule // WithTask rules (Middleware only)
 	inTask bool       // applying a WithTask rule's own options
-	err    error      // first invalid option
 }
 
 // taskRule is one WithTask: the template and options for one task type.
@@ -60,30 +54,16 @@ type taskRule struct {
 	opts     []Option
 }
 
-func defaultConfig() config {
-	return config{
-		retryDelay:     DefaultRetryDelay,
-		releaseTimeout: DefaultReleaseTimeout,
+func (c *config) apply(opts []Option) {
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
 	}
 }
 
-// fail records the first invalid option; the constructor returns it
-// (Middleware and Wrap panic with it), prefixed with where it was given.
 func (c *config) fail(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf(format, args...)
-	}
-}
-
-// clone returns a copy that can be changed without touching c.
-func (c *config) clone() config {
-	cp := *c
-	cp.tasks = nil
-	cp.sources = make(map[string]SourceFunc, len(c.sources))
-	for k, v := range c.sources {
-		cp.sources[k] = v
-	}
-	return cp
+	c.policy.Fail(fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidOption}, args...)...))
 }
 
 // WithTask gives Middleware a rule: tasks of type taskType (an exact match
@@ -93,9 +73,10 @@ func (c *config) clone() config {
 //	asynqlock.WithTask("order:create", "order:{payload.order_id}")
 //
 // opts apply to this task type only (kind, lease time, busy behaviour,
-// sources), on top of the options given beside WithTask. Task types
-// without a rule pass through the middleware untouched. Each task type may
-// have one rule. WithTask cannot be nested and is not accepted by Wrap.
+// sources), on top of the options given beside WithTask, which they may
+// override. Task types without a rule pass through the middleware
+// untouched. Each task type may have one rule. WithTask cannot be nested
+// and is not accepted by Wrap.
 func WithTask(taskType, template string, opts ...Option) Option {
 	return func(c *config) {
 		switch {
@@ -109,56 +90,66 @@ func WithTask(taskType, template string, opts ...Option) Option {
 	}
 }
 
-// WithSource adds a custom placeholder source: {name} in a template is
-// replaced by fn's value for the task being processed. name must match
+// WithSource adds a custom placeholder source: WithSource("tenant", fn)
+// serves {tenant} and WithSource("auth.user", fn) serves {auth.user}, with
+// fn's value for the task being processed. The source part must match
 // [a-z][a-z0-9_]* and must not be one of the built-in sources (payload,
-// type, queue). A custom placeholder takes no ".name" part. Default: only
-// the built-in sources.
+// type, queue). Default: only the built-in sources. A bad name, a nil fn or
+// a name added twice is a start-up error.
 func WithSource(name string, fn SourceFunc) Option {
 	return func(c *config) {
-		switch {
-		case fn == nil:
-			c.fail("WithSource(%q): nil function", name)
-		case !validSourceName(name):
-			c.fail("WithSource(%q): a source name must match [a-z][a-z0-9_]*", name)
-		case isBuiltinSource(name):
-			c.fail("WithSource(%q): %q is a built-in source", name, name)
-		default:
-			if c.sources == nil {
-				c.sources = make(map[string]SourceFunc)
-			}
-			c.sources[name] = fn
+		var l core.Lookup[*attempt]
+		if fn != nil {
+			l = func(a *attempt) (string, error) { return core.Present(fn(a.ctx, a.task)) }
+		}
+		if err := c.sources.Add(name, l); err != nil {
+			c.policy.Fail(err)
 		}
 	}
 }
 
-// WithKind chooses the kind of lock: a mutex (the default, core.Spec{}), a
-// fair lock, the read or write side of a read-write lock, or a semaphore of
-// spec.Permits permits for a per-key concurrency limit. A spec that
-// core.Client.Locker cannot build is a start-up error.
+// WithKind chooses the kind of lock: a mutex (the default), a fair lock,
+// the read or write side of a read-write lock, or a semaphore of
+// spec.Permits permits for a per-key concurrency limit. Fair, Read, Write
+// and Semaphore say the same in short. A spec core.Client.Locker cannot
+// build, or two options choosing different kinds, is a start-up error.
 func WithKind(spec core.Spec) Option {
+	return func(c *config) { c.policy.SetKind("WithKind("+string(spec.Kind)+")", spec) }
+}
+
+// Fair takes a fair lock: waiting tasks (WithWait) get it in arrival order.
+func Fair() Option { return WithKind(core.Spec{Kind: core.KindFair}) }
+
+// Read takes the read side of a read-write lock on the key.
+func Read() Option { return WithKind(core.Spec{Kind: core.KindRead}) }
+
+// Write takes the write side of a read-write lock on the key.
+func Write() Option { return WithKind(core.Spec{Kind: core.KindWrite}) }
+
+// Semaphore lets at most n tasks with the same key run at once.
+func Semaphore(n int) Option {
 	return func(c *config) {
-		if err := spec.Validate(); err != nil {
-			c.fail("WithKind: %w", err)
-			return
-		}
-		c.spec = spec
+		c.policy.SetKind("Semaphore("+strconv.Itoa(n)+")", core.Spec{Kind: core.KindSemaphore, Permits: n})
 	}
 }
 
 // WithLeaseTime makes each task's lock expire d after it was taken, with no
 // renewal; the task's context is cancelled (cause core.ErrLockLost) just
-// before. Default: no fixed lease — the client's watchdog keeps the lock
-// for as long as the handler runs. d must be positive.
-func WithLeaseTime(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.fail("WithLeaseTime(%s): must be positive", d)
-			return
-		}
-		c.leaseTime = d
-	}
-}
+// before. Default 0: no fixed lease — the client's watchdog keeps the lock
+// for as long as the handler runs. A negative d is a start-up error.
+func WithLeaseTime(d time.Duration) Option { return func(c *config) { c.policy.SetLeaseTime(d) } }
+
+// WithWait makes a task whose lock is held wait up to d for it (the worker
+// is busy meanwhile); the wait also ends with the task's own context. If
+// the lock is still held after d, the busy behaviour applies (retry by
+// default). Default 0: one attempt. A negative d is a start-up error.
+func WithWait(d time.Duration) Option { return func(c *config) { c.policy.SetWait(d) } }
+
+// WithFailOpen(true) runs the handler without the lock when Redis cannot
+// be reached (or the core.Client is closed); LeaseFrom then reports no
+// lease. Default false: the attempt fails with an error matching
+// core.ErrUnavailable and asynq retries it.
+func WithFailOpen(open bool) Option { return func(c *config) { c.policy.SetFailOpen(open) } }
 
 // OnBusyRetry makes a task whose lock is held by another attempt fail with
 // a *BusyError, so asynq retries it. This is the default, with delay
@@ -167,55 +158,48 @@ func WithLeaseTime(d time.Duration) Option {
 // Install RetryDelay and IsFailure in the server's asynq.Config: then the
 // retry is scheduled after a jittered 0.5–1.5×delay (never later than the
 // holder's remaining TTL) and does not count against the task's MaxRetry.
-// delay 0 means DefaultRetryDelay; a negative delay is an error.
+// delay 0 means DefaultRetryDelay; a negative delay, or OnBusySkip in the
+// same scope, is a start-up error.
 func OnBusyRetry(delay time.Duration) Option {
 	return func(c *config) {
 		if delay < 0 {
-			c.fail("OnBusyRetry(%s): must not be negative", delay)
+			c.fail("OnBusyRetry(%s) must not be negative", delay)
 			return
 		}
-		if delay == 0 {
-			delay = DefaultRetryDelay
-		}
-		c.busy, c.retryDelay = busyRetry, delay
+		c.policy.SetBusy("OnBusyRetry("+delay.String()+")", busyRetry)
+		c.retryDelay = delay
 	}
 }
 
 // OnBusySkip drops a task whose lock is held by another attempt: the
 // handler is not called and the task completes successfully (ProcessTask
 // returns nil). Use it for singleton jobs, where a duplicate has nothing
-// left to do. Default: OnBusyRetry.
+// left to do. Default: OnBusyRetry. OnBusyRetry or OnBusyWait in the same
+// scope is a start-up error.
 func OnBusySkip() Option {
-	return func(c *config) { c.busy = busySkip }
+	return func(c *config) { c.policy.SetBusy("OnBusySkip()", busySkip) }
 }
 
-// OnBusyWait makes a task whose lock is held wait up to d for it (the
-// worker is busy meanwhile); if the lock is still held after d, the task
-// is retried as with OnBusyRetry(0). The wait also ends with the task's own
-// context (its timeout or deadline). Default: OnBusyRetry, no waiting.
-// d must be positive.
+// OnBusyWait is WithWait(d) plus OnBusyRetry(0): wait up to d for the
+// lock, then retry. d must be positive; OnBusySkip in the same scope is a
+// start-up error.
 func OnBusyWait(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
-			c.fail("OnBusyWait(%s): must be positive", d)
+			c.fail("OnBusyWait(%s) must be positive", d)
 			return
 		}
-		c.busy, c.wait, c.retryDelay = busyWait, d, DefaultRetryDelay
+		c.policy.SetBusy("OnBusyWait("+d.String()+")", busyRetry)
+		c.policy.SetWait(d)
 	}
 }
 
 // WithReleaseTimeout bounds the release of a task's lock after the handler
 // returned. The release runs under a fresh context, never the task's
-// (which may be cancelled by then). Default DefaultReleaseTimeout (5s).
-// d must be positive.
+// (which may be cancelled by then). Default 0: DefaultReleaseTimeout (5s).
+// A negative d is a start-up error.
 func WithReleaseTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.fail("WithReleaseTimeout(%s): must be positive", d)
-			return
-		}
-		c.releaseTimeout = d
-	}
+	return func(c *config) { c.policy.SetReleaseTimeout(d) }
 }
 
 // errNoRules is returned by NewMiddleware without any WithTask.

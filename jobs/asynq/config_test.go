@@ -42,18 +42,21 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"bad template", "order:{payload.id", nil, `unclosed '{' at offset 6`},
 		{"unknown source", "order:{body.id}", nil, `placeholder {body.id}: unknown source "body"`},
-		{"payload without path", "order:{payload}", nil, `placeholder {payload}: needs a JSON path`},
+		{"payload without path", "order:{payload}", nil, `placeholder {payload}: source "payload": needs a name`},
 		{"empty path segment", "order:{payload.a..b}", nil, `empty segment in JSON path "a..b"`},
-		{"type with name", "t:{type.x}", nil, `placeholder {type.x}: takes no name`},
-		{"queue with name", "q:{queue.x}", nil, `placeholder {queue.x}: takes no name`},
-		{"custom with name", "c:{tenant.x}", []asynqlock.Option{asynqlock.WithSource("tenant", src)}, `custom source "tenant" takes no name`},
-		{"custom bad name", "c:{x}", []asynqlock.Option{asynqlock.WithSource("Tenant", src)}, `WithSource("Tenant"): a source name must match`},
+		{"type with name", "t:{type.x}", nil, `placeholder {type.x}: source "type": takes no name`},
+		{"queue with name", "q:{queue.x}", nil, `placeholder {queue.x}: source "queue": takes no name`},
+		{"custom with name", "c:{tenant.x}", []asynqlock.Option{asynqlock.WithSource("tenant", src)}, `{tenant.x} is not registered with WithSource ({tenant} is)`},
+		{"custom bad name", "c:{x}", []asynqlock.Option{asynqlock.WithSource("Tenant", src)}, `WithSource("Tenant"): not a valid placeholder name`},
 		{"custom built-in", "c:{x}", []asynqlock.Option{asynqlock.WithSource("payload", src)}, `"payload" is a built-in source`},
 		{"custom nil", "c:{x}", []asynqlock.Option{asynqlock.WithSource("x", nil)}, `WithSource("x"): nil function`},
-		{"lease time", "k", []asynqlock.Option{asynqlock.WithLeaseTime(0)}, `WithLeaseTime(0s): must be positive`},
-		{"wait", "k", []asynqlock.Option{asynqlock.OnBusyWait(-time.Second)}, `OnBusyWait(-1s): must be positive`},
-		{"retry delay", "k", []asynqlock.Option{asynqlock.OnBusyRetry(-time.Second)}, `OnBusyRetry(-1s): must not be negative`},
-		{"release timeout", "k", []asynqlock.Option{asynqlock.WithReleaseTimeout(0)}, `WithReleaseTimeout(0s): must be positive`},
+		{"lease time", "k", []asynqlock.Option{asynqlock.WithLeaseTime(-1)}, `WithLeaseTime(-1ns) must not be negative`},
+		{"wait", "k", []asynqlock.Option{asynqlock.OnBusyWait(-time.Second)}, `OnBusyWait(-1s) must be positive`},
+		{"retry delay", "k", []asynqlock.Option{asynqlock.OnBusyRetry(-time.Second)}, `OnBusyRetry(-1s) must not be negative`},
+		{"release timeout", "k", []asynqlock.Option{asynqlock.WithReleaseTimeout(-1)}, `WithReleaseTimeout(-1ns) must not be negative`},
+		{"skip and wait", "k", []asynqlock.Option{asynqlock.OnBusySkip(), asynqlock.OnBusyWait(time.Second)}, `OnBusyWait(1s) conflicts with OnBusySkip(): choose one busy behaviour`},
+		{"read and write", "k", []asynqlock.Option{asynqlock.Read(), asynqlock.Write()}, `conflicts with WithKind(read): choose one lock kind`},
+		{"semaphore and fair", "k", []asynqlock.Option{asynqlock.Semaphore(2), asynqlock.Fair()}, `WithKind(fair) conflicts with Semaphore(2)`},
 		{"semaphore without permits", "k", []asynqlock.Option{asynqlock.WithKind(core.Spec{Kind: core.KindSemaphore})}, `positive permit count`},
 		{"unknown kind", "k", []asynqlock.Option{asynqlock.WithKind(core.Spec{Kind: core.KindRedLock})}, `cannot be used as a Locker`},
 		{"WithTask in Wrap", "k", []asynqlock.Option{asynqlock.WithTask("a", "k")}, `WithTask("a") is for Middleware`},
@@ -63,7 +66,7 @@ func TestConfigErrors(t *testing.T) {
 		{"nested rule", "", []asynqlock.Option{asynqlock.WithTask("a", "k", asynqlock.WithTask("b", "k"))}, `WithTask("b") cannot be nested`},
 		{"empty task type", "", []asynqlock.Option{asynqlock.WithTask("", "k")}, `WithTask: empty task type`},
 		{"rule template", "", []asynqlock.Option{asynqlock.WithTask("a", "k:{nope}")}, `WithTask("a"): keylock: template "k:{nope}": placeholder {nope}: unknown source "nope"`},
-		{"rule option", "", []asynqlock.Option{asynqlock.WithTask("a", "k", asynqlock.WithLeaseTime(-1))}, `WithTask("a"): WithLeaseTime(-1ns): must be positive`},
+		{"rule option", "", []asynqlock.Option{asynqlock.WithTask("a", "k", asynqlock.WithLeaseTime(-1))}, `WithTask("a"): keylock: invalid option: WithLeaseTime(-1ns) must not be negative`},
 		{"rule-scoped source is not global", "", []asynqlock.Option{
 			asynqlock.WithTask("a", "{s}", asynqlock.WithSource("s", src)),
 			asynqlock.WithTask("b", "{s}"),
@@ -82,8 +85,8 @@ func TestConfigErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "asynqlock: ") {
 				t.Fatalf("got error %v, want one starting with asynqlock: and containing %q", err, tc.want)
 			}
-			if got := panicOf(build); got != err.Error() {
-				t.Errorf("Must-style constructor: got panic %v, want %q", got, err.Error())
+			if got, ok := panicOf(build).(error); !ok || got.Error() != err.Error() {
+				t.Errorf("Must-style constructor: got panic %#v, want the error value %q", got, err.Error())
 			}
 		})
 	}
@@ -107,6 +110,13 @@ func TestConfigLayering(t *testing.T) {
 	)
 	if err != nil {
 		t.Fatalf("NewMiddleware: got %v, want nil", err)
+	}
+	// Nil options are ignored (they used to crash with a nil dereference).
+	if _, err := asynqlock.NewMiddleware(locks, nil, asynqlock.WithTask("a", "k", nil)); err != nil {
+		t.Errorf("NewMiddleware with nil options: got %v, want nil", err)
+	}
+	if _, err := asynqlock.NewHandler(noop, locks, "k", nil); err != nil {
+		t.Errorf("NewHandler with a nil option: got %v, want nil", err)
 	}
 	if _, err := asynqlock.NewHandler(nil, locks, "k"); err == nil {
 		t.Error("NewHandler(nil handler): got nil error")

@@ -76,7 +76,7 @@ func TestRender(t *testing.T) {
 		if err != nil {
 			t.Fatalf("newTaskLock(%q): %v", tc.template, err)
 		}
-		got, err := l.render(ctx, asynq.NewTask("t:x", []byte(tc.payload)))
+		got, err := l.g.Key(&attempt{ctx: ctx, task: asynq.NewTask("t:x", []byte(tc.payload))})
 		switch {
 		case tc.wantErr == "" && (err != nil || got != tc.want):
 			t.Errorf("%s with %s: got %q, %v; want %q", tc.template, tc.payload, got, err, tc.want)
@@ -87,25 +87,23 @@ func TestRender(t *testing.T) {
 }
 
 func configWith(opts ...Option) *config {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := config{sources: core.NewSources(builtinSources)}
+	cfg.apply(opts)
 	return &cfg
 }
 
 func TestAttemptOwner(t *testing.T) {
-	a, b := attemptOwner(context.Background()), attemptOwner(context.Background())
+	a, b := core.WithAttempt(context.Background(), "asynq", ""), core.WithAttempt(context.Background(), "asynq", "")
 	oa, _ := core.OwnerFrom(a)
 	ob, _ := core.OwnerFrom(b)
 	if oa == ob || !strings.HasPrefix(oa, "asynq::") {
 		t.Errorf("got owners %q and %q, want two different asynq::… owners", oa, ob)
 	}
-	if o, _ := core.OwnerFrom(attemptOwner(a)); o != oa {
+	if o, _ := core.OwnerFrom(core.WithAttempt(a, "asynq", "")); o != oa {
 		t.Errorf("nested layer: got owner %q, want the outer layer's %q", o, oa)
 	}
 	base := core.WithOwner(context.Background(), "from-base-context")
-	if o, _ := core.OwnerFrom(attemptOwner(base)); o == "from-base-context" {
+	if o, _ := core.OwnerFrom(core.WithAttempt(base, "asynq", "")); o == "from-base-context" {
 		t.Errorf("got the base context's owner %q, want a fresh per-attempt owner", o)
 	}
 }
@@ -127,7 +125,7 @@ func BenchmarkRender(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := l.render(ctx, task); err != nil {
+		if _, err := l.g.Key(&attempt{ctx: ctx, task: task}); err != nil {
 			b.Fatal(err)
 		}
 	}
