@@ -74,6 +74,17 @@ func (s *Sources[R]) Add(name string, l Lookup[R]) error {
 	return nil
 }
 
+// With returns a copy of s whose built-in source name is src (adding it, or
+// replacing the one s had): grpclock uses it to give each method a {req.*}
+// source that knows the method's request message.
+func (s Sources[R]) With(name string, src Source[R]) Sources[R] {
+	builtin := make(map[string]Source[R], len(s.builtin)+1)
+	maps.Copy(builtin, s.builtin)
+	builtin[name] = src
+	s.builtin = builtin
+	return s
+}
+
 // compile returns the lookup of p, or why p names no source.
 func (s *Sources[R]) compile(p Placeholder) (Lookup[R], error) {
 	if l := s.custom[p.String()]; l != nil {

@@ -2,6 +2,7 @@ package grpclock
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/keylock/keylock/core"
@@ -9,42 +10,37 @@ import (
 
 // DefaultReleaseTimeout bounds the release of a lock after the handler
 // returns (see WithReleaseTimeout).
-const DefaultReleaseTimeout = 5 * time.Second
+const DefaultReleaseTimeout = core.DefaultReleaseTimeout
 
-// Option configures the interceptors built by New, UnaryServerInterceptor and
-// StreamServerInterceptor.
+// Option configures the interceptors built by New, UnaryServerInterceptor
+// and StreamServerInterceptor. A nil Option is ignored.
 type Option func(*config)
 
-// RuleOption configures the lock of one method (see WithMethod).
+// RuleOption configures the lock of one method (see WithMethod). A nil
+// RuleOption is ignored.
 type RuleOption func(*ruleConfig)
 
-// SourceFunc supplies the value of a custom placeholder {name} for one call.
-// ctx is the call's incoming context (metadata, values set by earlier
+// SourceFunc supplies the value of a custom placeholder for one call. ctx
+// is the call's incoming context (metadata, values set by earlier
 // interceptors such as auth); req is the request message of a unary call,
 // or the first message of a stream. ok=false means the value is missing,
 // which fails the call with InvalidArgument.
 type SourceFunc func(ctx context.Context, req any) (value string, ok bool)
 
 type config struct {
-	rules          []ruleConfig
-	sources        map[string]SourceFunc
-	releaseTimeout time.Duration
-	errs           []string // invalid options, reported by New
+	rules   []ruleConfig
+	sources core.Sources[*call]
+	policy  core.Policy // package-wide defaults (WithReleaseTimeout)
 }
 
 type ruleConfig struct {
 	method   string
 	template string
-	spec     core.Spec
-	wait     time.Duration // 0: TryLock
-	lease    time.Duration // 0: watchdog
-	failOpen bool
-	errs     []string // invalid rule options, reported by New
+	opts     []RuleOption
+	p        core.Policy // built in New: the package policy, then opts
 }
 
-func defaultConfig() config {
-	return config{releaseTimeout: DefaultReleaseTimeout}
-}
+func (rc *ruleConfig) policy() *core.Policy { return &rc.p }
 
 // WithMethod locks calls of one method, named by its full gRPC name
 // ("/package.Service/Method", as in grpc.UnaryServerInfo.FullMethod), with
@@ -54,108 +50,118 @@ func defaultConfig() config {
 //
 // Placeholders: {req.<dotted.field>} (a field of the request message; for a
 // stream, of its first message), {md.<key>} (the first value of an incoming
-// metadata key), {method} (the full method name) and {<name>} for each
-// custom source added with WithSource. The lock is a mutex taken without
-// waiting (TryLock) and renewed by core's watchdog while the handler runs,
-// and Redis errors fail the call; opts change that per method.
+// metadata key), {method} (the full method name) and those added with
+// WithSource. The lock is a mutex taken without waiting (TryLock) and
+// renewed by core's watchdog while the handler runs, and Redis errors fail
+// the call; opts change that per method.
 //
 // Methods without a rule are not locked. Giving the same method two rules
-// is an error.
+// is an error, and so is a method its service does not have when the
+// service is registered (generated code registers it), so a typo does not
+// leave a method unlocked.
 func WithMethod(fullMethod, template string, opts ...RuleOption) Option {
-	rc := ruleConfig{method: fullMethod, template: template}
-	for _, o := range opts {
-		o(&rc)
+	return func(c *config) {
+		c.rules = append(c.rules, ruleConfig{method: fullMethod, template: template, opts: opts})
 	}
-	return func(c *config) { c.rules = append(c.rules, rc) }
 }
 
-// WithSource adds a custom placeholder source: templates may then use
-// {name}, whose value fn returns per call. name must match [a-z][a-z0-9_]*
-// and must not be one of the built-in sources req, md or method. A custom
-// placeholder takes no ".name" part. Default: no custom sources.
+// WithSource adds a custom placeholder source: WithSource("tenant", fn)
+// serves {tenant} and WithSource("auth.user", fn) serves {auth.user}, with
+// fn's value per call. The source part must match [a-z][a-z0-9_]* and must
+// not be one of the built-in sources req, md or method. A template reading
+// a custom source locks a stream on its first message. Default: no custom
+// sources. A bad name, a nil fn or a name added twice is an error.
 func WithSource(name string, fn SourceFunc) Option {
 	return func(c *config) {
-		if c.sources == nil {
-			c.sources = make(map[string]SourceFunc)
+		var l core.Lookup[*call]
+		if fn != nil {
+			l = func(c *call) (string, error) { return core.Present(fn(c.ctx, c.req)) }
 		}
-		c.sources[name] = fn
+		if err := c.sources.Add(name, l); err != nil {
+			c.policy.Fail(err)
+		}
 	}
 }
 
 // WithReleaseTimeout bounds the release of a lock after the handler
 // returns. The release runs under a fresh context (the call's own may be
-// cancelled by then) that keeps the call's values. Default
-// DefaultReleaseTimeout (5s). A release that fails leaves the lock to expire
-// with its lease (at most core's watchdog timeout, or the rule's LeaseTime).
+// cancelled by then) that keeps the call's values. Default 0:
+// DefaultReleaseTimeout (5s); negative is an error. A release that fails
+// leaves the lock to expire with its lease (at most core's watchdog
+// timeout, or the rule's WithLeaseTime).
 func WithReleaseTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.errs = append(c.errs, "WithReleaseTimeout("+d.String()+") must be positive")
-			return
-		}
-		c.releaseTimeout = d
-	}
+	return func(c *config) { c.policy.SetReleaseTimeout(d) }
 }
 
-// Spec chooses the kind of lock for the method: core.Spec{Kind:
-// core.KindMutex} (the default), KindFair, KindRead, KindWrite, or
-// KindSemaphore with Permits (a per-key concurrency limit). Fair, Read,
-// Write and Semaphore are shorthands.
-func Spec(s core.Spec) RuleOption {
-	return func(rc *ruleConfig) { rc.spec = s }
+// WithKind chooses the kind of lock for the method: a mutex (the default),
+// core.KindFair, KindRead, KindWrite, or KindSemaphore with Permits (a
+// per-key concurrency limit). Fair, Read, Write and Semaphore are
+// shorthands. Two options choosing different kinds are an error.
+func WithKind(s core.Spec) RuleOption {
+	return func(rc *ruleConfig) { rc.policy().SetKind("WithKind("+string(s.Kind)+")", s) }
 }
 
 // Fair uses a fair lock: callers waiting for the key get it in arrival
-// order. Only useful with WaitTime. Default: a mutex.
-func Fair() RuleOption { return Spec(core.Spec{Kind: core.KindFair}) }
+// order. Only useful with WithWait. Default: a mutex.
+func Fair() RuleOption { return WithKind(core.Spec{Kind: core.KindFair}) }
 
 // Read takes the read side of a read-write lock on the key: many readers
 // at once, none while a writer holds it. Default: a mutex.
-func Read() RuleOption { return Spec(core.Spec{Kind: core.KindRead}) }
+func Read() RuleOption { return WithKind(core.Spec{Kind: core.KindRead}) }
 
 // Write takes the write side of a read-write lock on the key: one writer,
 // no readers. Default: a mutex.
-func Write() RuleOption { return Spec(core.Spec{Kind: core.KindWrite}) }
+func Write() RuleOption { return WithKind(core.Spec{Kind: core.KindWrite}) }
 
 // Semaphore lets at most n calls with the same key run at once. A call
 // that finds all n permits taken fails with ResourceExhausted instead of
 // Aborted. Default: a mutex.
 func Semaphore(n int) RuleOption {
-	return Spec(core.Spec{Kind: core.KindSemaphore, Permits: n})
+	return func(rc *ruleConfig) {
+		rc.policy().SetKind("Semaphore("+strconv.Itoa(n)+")", core.Spec{Kind: core.KindSemaphore, Permits: n})
+	}
 }
 
-// WaitTime lets a call wait up to d for a busy key before it fails with
+// WithWait lets a call wait up to d for a busy key before it fails with
 // Aborted (or ResourceExhausted for a semaphore). The wait also ends with
 // the caller's deadline (DeadlineExceeded) or cancellation (Canceled).
-// Default 0: one attempt (TryLock), fail at once when the key is busy.
-func WaitTime(d time.Duration) RuleOption {
-	return func(rc *ruleConfig) {
-		if d < 0 {
-			rc.errs = append(rc.errs, "WaitTime("+d.String()+") must not be negative")
-			return
-		}
-		rc.wait = d
-	}
+// Default 0: one attempt (TryLock). Negative is an error.
+func WithWait(d time.Duration) RuleOption {
+	return func(rc *ruleConfig) { rc.policy().SetWait(d) }
 }
 
-// LeaseTime holds the lock for at most d, with no renewal: if the handler
-// runs longer, its context is cancelled with cause core.ErrLockLost just
-// before the lock expires. Default: no fixed lease; core's watchdog renews
-// the lock while the handler runs.
-func LeaseTime(d time.Duration) RuleOption {
-	return func(rc *ruleConfig) {
-		if d <= 0 {
-			rc.errs = append(rc.errs, "LeaseTime("+d.String()+") must be positive")
-			return
-		}
-		rc.lease = d
-	}
+// WithLeaseTime holds the lock for at most d, with no renewal: if the
+// handler runs longer, its context is cancelled with cause
+// core.ErrLockLost just before the lock expires. Default 0: core's
+// watchdog renews the lock while the handler runs. Negative is an error.
+func WithLeaseTime(d time.Duration) RuleOption {
+	return func(rc *ruleConfig) { rc.policy().SetLeaseTime(d) }
 }
 
-// FailOpen runs the handler without the lock when Redis cannot be reached
-// (or the core.Client is closed), instead of failing the call with
-// Unavailable. Choose it only where running unlocked is better than not
-// running. Default: fail closed (Unavailable).
-func FailOpen() RuleOption {
-	return func(rc *ruleConfig) { rc.failOpen = true }
+// WithFailOpen(true) runs the handler without the lock when Redis cannot
+// be reached (or the core.Client is closed), instead of failing the call
+// with Unavailable. Choose it only where running unlocked is better than
+// not running. Default false: fail closed.
+func WithFailOpen(open bool) RuleOption {
+	return func(rc *ruleConfig) { rc.policy().SetFailOpen(open) }
 }
+
+// Spec is WithKind.
+//
+// Deprecated: use WithKind, the name every keylock adapter shares.
+func Spec(s core.Spec) RuleOption { return WithKind(s) }
+
+// WaitTime is WithWait.
+//
+// Deprecated: use WithWait, the name every keylock adapter shares.
+func WaitTime(d time.Duration) RuleOption { return WithWait(d) }
+
+// LeaseTime is WithLeaseTime.
+//
+// Deprecated: use WithLeaseTime, the name every keylock adapter shares.
+func LeaseTime(d time.Duration) RuleOption { return WithLeaseTime(d) }
+
+// FailOpen is WithFailOpen(true).
+//
+// Deprecated: use WithFailOpen, the name every keylock adapter shares.
+func FailOpen() RuleOption { return WithFailOpen(true) }

@@ -28,10 +28,10 @@ func TestBadConfigFailsAtStartup(t *testing.T) {
 	}{
 		{"unclosed brace", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id")}, `unclosed '{' at offset 4`},
 		{"unknown source", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{header.x}")}, `placeholder {header.x}: unknown source "header"`},
-		{"bare req", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req}")}, `{req} needs a field name`},
-		{"bare md", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{md}")}, `{md} needs a metadata key`},
+		{"bare req", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req}")}, `source "req": needs a name`},
+		{"bare md", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{md}")}, `source "md": needs a name`},
 		{"bad md key", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{md.x user}")}, `not a valid metadata key`},
-		{"method with a name", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{method.x}")}, `{method} takes no name`},
+		{"method with a name", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{method.x}")}, `source "method": takes no name`},
 		{"no such field", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.itemid}")}, `message keylock.grpclock.test.v1.BuyRequest has no field "itemid"`},
 		{"no such nested field", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item.sku}")}, `message keylock.grpclock.test.v1.Item has no field "sku"`},
 		{"json name", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.itemId}")}, `has no field "itemId"`},
@@ -44,13 +44,16 @@ func TestBadConfigFailsAtStartup(t *testing.T) {
 		{"two rules", []grpclock.Option{grpclock.WithMethod(mBuy, "a:{req.item_id}"), grpclock.WithMethod(mBuy, "b:{req.item_id}")}, `has two rules`},
 		{"semaphore of 0", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.Semaphore(0))}, `positive permit count`},
 		{"unknown kind", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.Spec(core.Spec{Kind: core.KindRedLock}))}, `cannot be used as a Locker`},
-		{"negative wait", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WaitTime(-1))}, `WaitTime(-1ns) must not be negative`},
-		{"zero lease", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.LeaseTime(0))}, `LeaseTime(0s) must be positive`},
-		{"zero release timeout", []grpclock.Option{grpclock.WithReleaseTimeout(0)}, `WithReleaseTimeout(0s) must be positive`},
+		{"negative wait", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithWait(-1))}, `WithWait(-1ns) must not be negative`},
+		{"negative lease", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithLeaseTime(-1))}, `WithLeaseTime(-1ns) must not be negative`},
+		{"negative release timeout", []grpclock.Option{grpclock.WithReleaseTimeout(-1)}, `WithReleaseTimeout(-1ns) must not be negative`},
+		{"typo in a registered service's method", []grpclock.Option{grpclock.WithMethod("/keylock.grpclock.test.v1.Shop/Buyy", "buy:{req.item_id}")}, `service keylock.grpclock.test.v1.Shop has no method "Buyy"`},
+		{"read and write", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.Read(), grpclock.Write())}, `conflicts with WithKind(read): choose one lock kind`},
+		{"semaphore and fair", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.Semaphore(2), grpclock.Fair())}, `WithKind(fair) conflicts with Semaphore(2)`},
 		{"source shadows req", []grpclock.Option{grpclock.WithSource("req", src)}, `"req" is a built-in source`},
-		{"source name", []grpclock.Option{grpclock.WithSource("Tenant", src)}, `invalid name`},
+		{"source name", []grpclock.Option{grpclock.WithSource("Tenant", src)}, `not a valid placeholder name`},
 		{"nil source", []grpclock.Option{grpclock.WithSource("tenant", nil)}, `nil function`},
-		{"custom source with a name", []grpclock.Option{grpclock.WithSource("tenant", src), grpclock.WithMethod(mBuy, "t:{tenant.id}")}, `custom source "tenant" takes no name`},
+		{"custom source with a name", []grpclock.Option{grpclock.WithSource("tenant", src), grpclock.WithMethod(mBuy, "t:{tenant.id}")}, `{tenant.id} is not registered with WithSource ({tenant} is)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := grpclock.New(locks, tc.opts...)
@@ -61,13 +64,17 @@ func TestBadConfigFailsAtStartup(t *testing.T) {
 				"UnaryServerInterceptor":  func() { grpclock.UnaryServerInterceptor(locks, tc.opts...) },
 				"StreamServerInterceptor": func() { grpclock.StreamServerInterceptor(locks, tc.opts...) },
 			} {
-				if got := panicOf(build); got != err.Error() {
-					t.Errorf("%s panicked with %v, want New's error %q", name, got, err.Error())
+				if got, ok := panicOf(build).(error); !ok || got.Error() != err.Error() {
+					t.Errorf("%s panicked with %#v, want New's error value %q", name, got, err.Error())
 				}
 			}
 		})
 	}
 
+	// Nil options are ignored (they used to crash with a nil dereference).
+	if _, err := grpclock.New(locks, nil, grpclock.WithMethod(mBuy, "buy:{req.item_id}", nil)); err != nil {
+		t.Errorf("New with nil options: %v, want success", err)
+	}
 	if _, err := grpclock.New(nil); err == nil {
 		t.Error("New(nil) succeeded, want an error")
 	}

@@ -27,7 +27,7 @@ func Example() {
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(grpclock.UnaryServerInterceptor(locks,
 			grpclock.WithMethod("/shop.v1.Shop/Buy", "buy:{req.item_id}:{md.x-user-id}",
-				grpclock.WaitTime(200*time.Millisecond)),
+				grpclock.WithWait(200*time.Millisecond)),
 		)),
 	)
 	// shoppb.RegisterShopServer(srv, &shop{}) ; srv.Serve(lis)
@@ -50,15 +50,15 @@ func ExampleNew() {
 		}),
 		// Unary: the item of the request, per tenant.
 		grpclock.WithMethod("/shop.v1.Shop/Buy", "buy:{tenant}:{req.item_id}",
-			grpclock.WaitTime(time.Second)),
+			grpclock.WithWait(time.Second)),
 		// Client stream: locked on the batch id of its first message, for at
 		// most a minute (no renewal).
 		grpclock.WithMethod("/shop.v1.Shop/Import", "import:{req.batch.id}",
-			grpclock.LeaseTime(time.Minute)),
+			grpclock.WithLeaseTime(time.Minute)),
 		// Metadata only: one report per tenant header; runs unlocked if Redis
 		// is down.
 		grpclock.WithMethod("/shop.v1.Shop/Report", "report:{md.x-tenant}",
-			grpclock.FailOpen()),
+			grpclock.WithFailOpen(true)),
 	)
 	if err != nil {
 		log.Fatal(err) // e.g. a typo in a template
@@ -82,7 +82,7 @@ func ExampleNew_startupError() {
 		grpclock.WithMethod("/shop.v1.Shop/Buy", "buy:{req.item_id}:{header.x-user-id}"))
 	fmt.Println(err)
 	// Output:
-	// grpclock: method "/shop.v1.Shop/Buy": keylock: template "buy:{req.item_id}:{header.x-user-id}": placeholder {header.x-user-id}: unknown source "header" (known: req.<field>, md.<key>, method)
+	// grpclock: method "/shop.v1.Shop/Buy": keylock: template "buy:{req.item_id}:{header.x-user-id}": placeholder {header.x-user-id}: unknown source "header" (known: md, method, req; add others with WithSource)
 }
 
 // grpclock selects methods itself; go-grpc-middleware's selector can switch

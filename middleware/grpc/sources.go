@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -24,103 +22,26 @@ const (
 	srcMethod = "method" // {method}: the full method name
 )
 
-// call is what the placeholders of one call are resolved from. It is the
-// core.Resolver handed to Template.Render.
+// call is one call being resolved: what the placeholders read.
 type call struct {
 	ctx    context.Context
 	method string
 	req    any // request message; first message of a stream; nil if none
-	vals   []valueFunc
 }
 
-// Value resolves the index-th placeholder with the function compiled for it.
-func (c *call) Value(_ core.Placeholder, index int) (string, bool) { return c.vals[index](c) }
-
-// valueFunc resolves one placeholder for one call.
-type valueFunc func(c *call) (string, bool)
-
-// compiled is a template's placeholders turned into lookups, once, when the
-// interceptors are built.
-type compiled struct {
-	vals []valueFunc // one per placeholder, in order
-	// needsMsg: a placeholder reads the request message ({req.*} or a
-	// custom source), so a stream is locked on its first message.
-	needsMsg bool
-}
-
-// compile checks every placeholder of t and compiles its lookup. in is the
-// method's request message type when the method is registered in
-// protoregistry.GlobalFiles (generated code registers itself), else nil;
-// with it, {req.*} field paths are checked at start-up too.
-func compile(t *core.Template, in protoreflect.MessageDescriptor, custom map[string]SourceFunc) (compiled, error) {
-	var c compiled
-	err := t.Check(func(p core.Placeholder) error {
-		var f valueFunc
-		var err error
-		switch p.Source {
-		case srcReq:
-			f, err = reqSource(p.Name, in)
-			c.needsMsg = true
-		case srcMD:
-			f, err = mdSource(p.Name)
-		case srcMethod:
-			if p.Name != "" {
-				return errors.New("{method} takes no name")
-			}
-			f = func(c *call) (string, bool) { return c.method, true }
-		default:
-			fn, ok := custom[p.Source]
-			if !ok {
-				return fmt.Errorf("unknown source %q (known: %s)", p.Source, knownSources(custom))
-			}
-			if p.Name != "" {
-				return fmt.Errorf("custom source %q takes no name: write {%s}", p.Source, p.Source)
-			}
-			f = func(c *call) (string, bool) { return fn(c.ctx, c.req) }
-			c.needsMsg = true
-		}
-		if err != nil {
-			return err
-		}
-		c.vals = append(c.vals, f)
-		return nil
-	})
-	return c, err
-}
-
-func knownSources(custom map[string]SourceFunc) string {
-	names := []string{srcReq + ".<field>", srcMD + ".<key>", srcMethod}
-	names = append(names, slices.Sorted(maps.Keys(custom))...)
-	return strings.Join(names, ", ")
-}
-
-// checkSourceName validates the name of a custom source.
-func checkSourceName(name string, fn SourceFunc) error {
-	switch name {
-	case srcReq, srcMD, srcMethod:
-		return fmt.Errorf("WithSource(%q): %q is a built-in source", name, name)
+// builtinSources are the sources of a method whose request message type is
+// in (nil when the method is not registered).
+func builtinSources(in protoreflect.MessageDescriptor) map[string]core.Source[*call] {
+	return map[string]core.Source[*call]{
+		srcReq:    reqSource(in),
+		srcMD:     core.Named("{md.x-user-id}", mdSource),
+		srcMethod: core.Bare(func(c *call) (string, error) { return c.method, nil }),
 	}
-	if name == "" {
-		return errors.New("WithSource: empty name")
-	}
-	if fn == nil {
-		return fmt.Errorf("WithSource(%q): nil function", name)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || i > 0 && ('0' <= c && c <= '9' || c == '_')) {
-			return fmt.Errorf("WithSource(%q): invalid name (want [a-z][a-z0-9_]*)", name)
-		}
-	}
-	return nil
 }
 
 // mdSource reads the first value of an incoming metadata key. Keys are
 // matched lower-case, as gRPC stores them.
-func mdSource(key string) (valueFunc, error) {
-	if key == "" {
-		return nil, errors.New("{md} needs a metadata key, e.g. {md.x-user-id}")
-	}
+func mdSource(key string) (core.Lookup[*call], error) {
 	key = strings.ToLower(key)
 	for i := 0; i < len(key); i++ {
 		c := key[i]
@@ -128,41 +49,41 @@ func mdSource(key string) (valueFunc, error) {
 			return nil, fmt.Errorf("%q is not a valid metadata key (want [0-9a-z-_.])", key)
 		}
 	}
-	return func(c *call) (string, bool) {
+	return func(c *call) (string, error) {
 		vs := metadata.ValueFromIncomingContext(c.ctx, key)
 		if len(vs) == 0 {
-			return "", false
+			return "", core.ErrMissing
 		}
-		return vs[0], true
+		return vs[0], nil
 	}, nil
 }
 
 // reqSource reads a field of the request message by its protobuf name;
-// dots select fields of nested messages.
-func reqSource(path string, in protoreflect.MessageDescriptor) (valueFunc, error) {
-	if path == "" {
-		return nil, errors.New("{req} needs a field name, e.g. {req.item_id}")
-	}
-	parts := strings.Split(path, ".")
-	names := make([]protoreflect.Name, len(parts))
-	for i, s := range parts {
-		names[i] = protoreflect.Name(s)
-		if !names[i].IsValid() {
-			return nil, fmt.Errorf("%q is not a protobuf field name", s)
+// dots select fields of nested messages. With in, the path is checked at
+// start-up.
+func reqSource(in protoreflect.MessageDescriptor) core.Source[*call] {
+	return core.Named("{req.item_id}", func(path string) (core.Lookup[*call], error) {
+		parts := strings.Split(path, ".")
+		names := make([]protoreflect.Name, len(parts))
+		for i, s := range parts {
+			names[i] = protoreflect.Name(s)
+			if !names[i].IsValid() {
+				return nil, fmt.Errorf("%q is not a protobuf field name", s)
+			}
 		}
-	}
-	if in != nil {
-		if err := checkPath(in, names); err != nil {
-			return nil, err
+		if in != nil {
+			if err := checkPath(in, names); err != nil {
+				return nil, err
+			}
 		}
-	}
-	return func(c *call) (string, bool) {
-		m, ok := c.req.(proto.Message)
-		if !ok {
-			return "", false
-		}
-		return fieldValue(m.ProtoReflect(), names)
-	}, nil
+		return func(c *call) (string, error) {
+			m, ok := c.req.(proto.Message)
+			if !ok {
+				return "", core.ErrMissing
+			}
+			return core.Present(fieldValue(m.ProtoReflect(), names))
+		}, nil
+	})
 }
 
 // checkPath reports whether names selects a singular scalar or enum field,
@@ -235,20 +156,31 @@ func formatField(fd protoreflect.FieldDescriptor, v protoreflect.Value) (string,
 }
 
 // inputType returns the request message type of fullMethod
-// ("/pkg.Service/Method") if the method is registered, else nil.
-func inputType(fullMethod string) protoreflect.MessageDescriptor {
+// ("/pkg.Service/Method") if the method is registered, nil if its service
+// is not, and an error if the name is malformed or the registered service
+// has no such method.
+func inputType(fullMethod string) (protoreflect.MessageDescriptor, error) {
 	svc, method, ok := splitMethod(fullMethod)
 	if !ok {
-		return nil
+		return nil, errors.New(`not a full method name: want "/package.Service/Method"`)
 	}
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc + "." + method))
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
 	if err != nil {
-		return nil
+		return nil, nil // not registered: {req.*} fields are looked up per call
 	}
-	if md, ok := d.(protoreflect.MethodDescriptor); ok {
-		return md.Input()
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil, fmt.Errorf("%s is a %T, not a service", svc, d)
 	}
-	return nil
+	md := sd.Methods().ByName(protoreflect.Name(method))
+	if md == nil {
+		var names []string
+		for i := range sd.Methods().Len() {
+			names = append(names, string(sd.Methods().Get(i).Name()))
+		}
+		return nil, fmt.Errorf("service %s has no method %q (it has %s)", svc, method, strings.Join(names, ", "))
+	}
+	return md.Input(), nil
 }
 
 // splitMethod splits "/pkg.Service/Method" into its service and method.

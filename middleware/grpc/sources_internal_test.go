@@ -3,10 +3,12 @@ package grpclock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,9 +21,9 @@ import (
 // TestRequestFieldValues checks how each kind of field reads as a key value.
 func TestRequestFieldValues(t *testing.T) {
 	const buy = "/keylock.grpclock.test.v1.Shop/Buy"
-	in := inputType(buy)
+	in, err := inputType(buy)
 	if in == nil {
-		t.Fatalf("inputType(%q) = nil, want the registered BuyRequest", buy)
+		t.Fatalf("inputType(%q) = nil, %v; want the registered BuyRequest", buy, err)
 	}
 	for _, tc := range []struct {
 		field string
@@ -57,11 +59,12 @@ func TestRequestFieldValues(t *testing.T) {
 		{"item_id", "not a proto", "", false},            // another codec's message
 		{"item_id", (*testpb.BuyRequest)(nil), "", true}, // a nil message reads as empty
 	} {
-		c, err := compile(core.MustParseTemplate("k:{req."+tc.field+"}"), in, nil)
+		l, err := reqSource(in)(tc.field)
 		if err != nil {
 			t.Fatalf("{req.%s}: %v", tc.field, err)
 		}
-		got, ok := c.vals[0](&call{ctx: context.Background(), req: tc.req})
+		got, err := l(&call{ctx: context.Background(), req: tc.req})
+		ok := err == nil
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("{req.%s} of %v = %q, %v; want %q, %v", tc.field, tc.req, got, ok, tc.want, tc.ok)
 		}
@@ -71,8 +74,19 @@ func TestRequestFieldValues(t *testing.T) {
 // TestStatusMapping checks every class of core error against its code and
 // details, the semaphore case included (its lock kind may not exist yet).
 func TestStatusMapping(t *testing.T) {
-	mutex := &rule{template: "k:{req.id}", quoted: `"k:{req.id}"`}
-	sem := &rule{template: "k:{req.id}", quoted: `"k:{req.id}"`, spec: core.Spec{Kind: core.KindSemaphore, Permits: 2}}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { _ = rdb.Close() })
+	locks := core.New(rdb)
+	t.Cleanup(func() { _ = locks.Close() })
+	newTestRule := func(opts ...RuleOption) *rule {
+		cfg := &config{sources: core.NewSources(builtinSources(nil))}
+		r, err := newRule(locks, ruleConfig{method: "/x.v1.Svc/Do", template: "k:{req.id}", opts: opts}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	mutex, sem := newTestRule(), newTestRule(Semaphore(2))
 	locked := &core.LockedError{Name: "k:1", TTL: 700 * time.Millisecond}
 	watchdogHeld := &core.LockedError{Name: "k:1", TTL: 25 * time.Second}
 	keyErr := &core.KeyError{Placeholder: core.Placeholder{Source: "req", Name: "id"}, Reason: "missing"}
@@ -95,6 +109,7 @@ func TestStatusMapping(t *testing.T) {
 		{"client closed", mutex, core.ErrClosed, codes.Unavailable, ReasonUnavailable, 0, ""},
 		{"deadline", mutex, errors.Join(locked, context.DeadlineExceeded), codes.DeadlineExceeded, "", 0, ""},
 		{"cancelled", mutex, errors.Join(locked, context.Canceled), codes.Canceled, "", 0, ""},
+		{"source failed", mutex, fmt.Errorf("x: %w", core.ErrSourceFailed), codes.Internal, ReasonSourceFailed, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := status.Convert(tc.r.status(tc.err))

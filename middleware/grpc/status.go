@@ -2,7 +2,6 @@ package grpclock
 
 import (
 	"errors"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -26,11 +25,10 @@ const (
 	ReasonInvalidKey = "LOCK_KEY_INVALID"
 	// ReasonUnavailable: Redis could not be reached (Unavailable).
 	ReasonUnavailable = "LOCK_UNAVAILABLE"
+	// ReasonSourceFailed: a custom key source of the server failed
+	// (Internal): a value that cannot be a key, not the caller's fault.
+	ReasonSourceFailed = "LOCK_SOURCE_FAILED"
 )
-
-// unknownTTLRetry is the RetryInfo delay when Redis did not report the
-// holder's remaining lease (core's own bound for an unknown TTL).
-const unknownTTLRetry = time.Second
 
 // status turns an error from rendering or locking into the call's status.
 // Messages name the template and placeholder, never the rendered key or a
@@ -45,26 +43,22 @@ func (r *rule) status(err error) error {
 		return status.Error(codes.Canceled, "keylock: call cancelled while waiting for the lock "+r.quoted)
 	case core.ClassBusy:
 		return r.busy(err)
+	case core.ClassInternal:
+		return withDetails(status.New(codes.Internal, "keylock: a key source failed for "+r.quoted), r.info(ReasonSourceFailed))
 	}
 	return withDetails(status.New(codes.Unavailable, "keylock: lock service unavailable for "+r.quoted), r.info(ReasonUnavailable))
 }
 
 // busy is Aborted (ResourceExhausted for a semaphore) with RetryInfo set to
-// the holder's remaining lease as Redis last reported it, capped at
-// unknownTTLRetry (1s).
+// core.RetryHint: the holder's remaining lease as Redis last reported it,
+// capped at core.MaxRetryHint (1s).
 func (r *rule) busy(err error) error {
 	code, msg := codes.Aborted, "keylock: lock "+r.quoted+" is held by another call"
-	if r.spec.Kind == core.KindSemaphore {
+	if r.g.Semaphore() {
 		code, msg = codes.ResourceExhausted, "keylock: all permits of "+r.quoted+" are taken"
 	}
-	// The holder's TTL, capped: a lock the watchdog renews reports 20–30s
-	// left however soon its holder is done.
-	delay := unknownTTLRetry
-	if le, ok := errors.AsType[*core.LockedError](err); ok && le.TTL > 0 {
-		delay = min(le.TTL, unknownTTLRetry)
-	}
 	return withDetails(status.New(code, msg),
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(core.RetryHint(err))},
 		r.info(ReasonBusy))
 }
 
@@ -93,7 +87,7 @@ func (r *rule) info(reason string) *errdetails.ErrorInfo {
 	return &errdetails.ErrorInfo{
 		Reason:   reason,
 		Domain:   Domain,
-		Metadata: map[string]string{"template": r.template},
+		Metadata: map[string]string{"template": r.g.Template().String()},
 	}
 }
 

@@ -25,7 +25,6 @@ func (s *leasedStream) Context() context.Context { return s.ctx }
 // locks before returning.
 type firstMsgStream struct {
 	grpc.ServerStream
-	i      *Interceptors
 	r      *rule
 	method string
 
@@ -45,13 +44,13 @@ type firstMsgStream struct {
 	err   error       // status of a failed lock: every later call returns it
 }
 
-func (i *Interceptors) newFirstMsgStream(ss grpc.ServerStream, r *rule, method string) *firstMsgStream {
+func newFirstMsgStream(ss grpc.ServerStream, r *rule, method string) *firstMsgStream {
 	ctx := ss.Context()
 	if _, ok := core.OwnerFrom(ctx); !ok {
-		ctx = core.WithOwner(ctx, i.newOwner())
+		ctx = core.WithAttempt(ctx, "grpclock", "stream")
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	return &firstMsgStream{ServerStream: ss, i: i, r: r, method: method, ctx: ctx, cancel: cancel}
+	return &firstMsgStream{ServerStream: ss, r: r, method: method, ctx: ctx, cancel: cancel}
 }
 
 func (s *firstMsgStream) Context() context.Context { return s.ctx }
@@ -68,18 +67,16 @@ func (s *firstMsgStream) RecvMsg(m any) error {
 		return err // the stream broke before its first message
 	}
 	s.received.Store(true)
-	c := &call{ctx: s.ctx, method: s.method, req: m, vals: s.r.vals}
+	c := &call{ctx: s.ctx, method: s.method, req: m}
 	if err == io.EOF {
 		c.req = nil // no first message: {req.*} placeholders are missing
 	}
-	lease, lerr := s.i.lock(s.ctx, s.r, c)
+	lease, lerr := s.r.lock(s.ctx, c)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done { // the handler returned while this RecvMsg was locking
-		if lease != nil {
-			s.i.release(lease)
-		}
+		_ = s.r.g.Release(s.ctx, lease)
 		return context.Canceled
 	}
 	if lerr != nil {
@@ -119,9 +116,7 @@ func (s *firstMsgStream) finish() error {
 	if stop != nil {
 		stop()
 	}
-	if lease != nil {
-		s.i.release(lease)
-	}
+	_ = s.r.g.Release(s.ctx, lease)
 	s.cancel(context.Canceled)
 	return err
 }

@@ -39,7 +39,7 @@ func TestUnaryOneCallPerKeyAtATime(t *testing.T) {
 		return &testpb.BuyReply{ItemId: req.ItemId}, nil
 	}}
 	c := serve(t, s, unaryOnly(grpclock.UnaryServerInterceptor(e.locks,
-		grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WaitTime(20*time.Second)))), nil)
+		grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithWait(20*time.Second)))), nil)
 
 	const calls = 6
 	errs := make(chan error, calls)
@@ -180,7 +180,7 @@ func TestUnaryRedisDown(t *testing.T) {
 		return &testpb.BuyReply{ItemId: req.ItemId}, nil
 	}}
 	closed := serve(t, s, unaryOnly(grpclock.UnaryServerInterceptor(e.locks, grpclock.WithMethod(mBuy, tpl))), nil)
-	open := serve(t, s, unaryOnly(grpclock.UnaryServerInterceptor(e.locks, grpclock.WithMethod(mBuy, tpl, grpclock.FailOpen()))), nil)
+	open := serve(t, s, unaryOnly(grpclock.UnaryServerInterceptor(e.locks, grpclock.WithMethod(mBuy, tpl, grpclock.WithFailOpen(true)))), nil)
 	e.srv.Kill()
 
 	_, err := closed.Buy(context.Background(), &testpb.BuyRequest{ItemId: "i1"})
@@ -221,7 +221,7 @@ func TestUnaryDeadlineAndCancelWhileWaiting(t *testing.T) {
 		return handler(ctx, req)
 	}
 	c := serve(t, &shop{}, unaryOnly(shorten, grpclock.UnaryServerInterceptor(e.locks,
-		grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WaitTime(time.Minute)))), nil)
+		grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithWait(time.Minute)))), nil)
 	e.hold(t, "buy:i1")
 
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-test-deadline", "1")
@@ -240,7 +240,7 @@ func TestUnaryDeadlineAndCancelWhileWaiting(t *testing.T) {
 func TestUnaryWaitTimeExpiresAsBusy(t *testing.T) {
 	e := newEnv(t)
 	c := serve(t, &shop{}, unaryOnly(grpclock.UnaryServerInterceptor(e.locks,
-		grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WaitTime(50*time.Millisecond)))), nil)
+		grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithWait(50*time.Millisecond)))), nil)
 	e.hold(t, "buy:i1")
 	_, err := c.Buy(context.Background(), &testpb.BuyRequest{ItemId: "i1"})
 	d := wantCode(t, err, codes.Aborted)
