@@ -1,0 +1,154 @@
+package httplock
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/keylock/keylock/core"
+)
+
+// Defaults of the options.
+const (
+	// DefaultMaxBodyBytes is how much of a request body a {json.*}
+	// placeholder reads at most (WithMaxBodyBytes).
+	DefaultMaxBodyBytes = core.DefaultMaxBodyBytes
+	// DefaultReleaseTimeout bounds the release of the lock after the
+	// handler (WithReleaseTimeout).
+	DefaultReleaseTimeout = core.DefaultReleaseTimeout
+)
+
+// Option configures Middleware and New. A nil Option is ignored.
+type Option func(*config)
+
+// SourceFunc supplies the value of a custom placeholder (see WithSource)
+// for one request. ok=false means the value is missing (400).
+type SourceFunc func(r *http.Request) (value string, ok bool)
+
+// config is core's shared policy plus what only net/http has.
+type config struct {
+	policy  core.Policy
+	sources core.Sources[*core.HTTPRequest]
+	busy    func(w http.ResponseWriter, r *http.Request, err error)
+	onError func(w http.ResponseWriter, r *http.Request, status int, err error)
+	maxBody int64
+}
+
+// WithKind chooses the kind of lock taken for each request: core.KindMutex,
+// KindFair, KindRead, KindWrite, or KindSemaphore with Permits. Fair, Read,
+// Write and Semaphore say the same in short. An invalid spec, a kind the
+// core.Client cannot build, or two options choosing different kinds is a
+// start-up error. Default: a reentrant mutex.
+func WithKind(spec core.Spec) Option {
+	return func(c *config) { c.policy.SetKind("WithKind("+string(spec.Kind)+")", spec) }
+}
+
+// Fair takes a fair lock: requests waiting for a key (see WithWait) get it
+// in arrival order. Default: a mutex, whose waiters race.
+func Fair() Option { return WithKind(core.Spec{Kind: core.KindFair}) }
+
+// Read takes the read side of a read-write lock: requests with the same key
+// share it and exclude a request holding the Write side.
+func Read() Option { return WithKind(core.Spec{Kind: core.KindRead}) }
+
+// Write takes the write side of a read-write lock: it excludes every other
+// Read or Write request with the same key.
+func Write() Option { return WithKind(core.Spec{Kind: core.KindWrite}) }
+
+// Semaphore limits the requests running at once per key to n. A request
+// that finds all permits taken is answered 429 Too Many Requests. n must be
+// positive.
+func Semaphore(n int) Option {
+	return func(c *config) {
+		c.policy.SetKind("Semaphore("+strconv.Itoa(n)+")", core.Spec{Kind: core.KindSemaphore, Permits: n})
+	}
+}
+
+// WithWait makes a request whose key is busy wait up to d for it; the
+// request's context bounds the wait too. Default 0: one attempt, then the
+// busy response. A negative d is a start-up error.
+func WithWait(d time.Duration) Option { return func(c *config) { c.policy.SetWait(d) } }
+
+// WithLeaseTime holds each lock for at most d, with no renewal; the
+// handler's context is cancelled with cause core.ErrLockLost just before it
+// expires. Default 0: the watchdog renews the lock while the handler runs.
+// A negative d is a start-up error.
+func WithLeaseTime(d time.Duration) Option { return func(c *config) { c.policy.SetLeaseTime(d) } }
+
+// WithFailOpen(true) runs the handler without the lock when Redis cannot be
+// reached (see FailedOpen; LeaseFrom then reports no lease). Default false:
+// 503 Service Unavailable.
+func WithFailOpen(open bool) Option { return func(c *config) { c.policy.SetFailOpen(open) } }
+
+// WithReleaseTimeout bounds the release of the lock once the handler
+// returns; the release keeps the request context's values, not its
+// cancellation. Default 0: DefaultReleaseTimeout (5s). A negative d is a
+// start-up error.
+func WithReleaseTimeout(d time.Duration) Option {
+	return func(c *config) { c.policy.SetReleaseTimeout(d) }
+}
+
+// WithMaxBodyBytes bounds how much of the body a {json.*} placeholder
+// reads; a longer body is answered 400. The body stays readable by the
+// handler either way. Default 0: DefaultMaxBodyBytes (64 KiB). A negative
+// n is a start-up error.
+func WithMaxBodyBytes(n int64) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.policy.Fail(fmt.Errorf("%w: WithMaxBodyBytes(%d) must not be negative", core.ErrInvalidOption, n))
+			return
+		}
+		c.maxBody = n
+	}
+}
+
+// WithSource registers a custom key source: WithSource("tenant", f) serves
+// {tenant} and WithSource("auth.user", f) serves {auth.user}. The source
+// part must match [a-z][a-z0-9_]* and must not be a built-in source (path,
+// query, header, json, method, route). A bad name, a nil f or a name
+// registered twice is a start-up error.
+func WithSource(name string, f SourceFunc) Option {
+	return func(c *config) {
+		var l core.Lookup[*core.HTTPRequest]
+		if f != nil {
+			l = func(h *core.HTTPRequest) (string, error) { return core.Present(f(h.Request)) }
+		}
+		if err := c.sources.Add(name, l); err != nil {
+			c.policy.Fail(err)
+		}
+	}
+}
+
+// WithBusyHandler sets the response for a request whose key is busy (after
+// WithWait). err matches core.ErrLocked. Default: 409 Conflict (429 Too
+// Many Requests for a semaphore) with a Retry-After header in whole seconds
+// (the holder's TTL capped at core.MaxRetryHint: always 1) and the JSON
+// body {"error":"locked","key_template":"…","retry_after_ms":1000}
+// ("error":"concurrency_limit" for a semaphore). A nil f is a start-up
+// error.
+func WithBusyHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
+	return func(c *config) {
+		if f == nil {
+			c.policy.Fail(fmt.Errorf("%w: WithBusyHandler(nil)", core.ErrInvalidOption))
+			return
+		}
+		c.busy = f
+	}
+}
+
+// WithErrorHandler sets the response for the other failures: status is
+// 400 (a key value is missing, empty, too long or refused; err is a
+// *core.KeyError), 500 (a source of the server's own failed), 503 (Redis
+// unreachable), 504 (the request's deadline passed while waiting) or 499
+// (the client went away while waiting). Default: the status with a JSON
+// body as ginlock's. A nil f is a start-up error.
+func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, status int, err error)) Option {
+	return func(c *config) {
+		if f == nil {
+			c.policy.Fail(fmt.Errorf("%w: WithErrorHandler(nil)", core.ErrInvalidOption))
+			return
+		}
+		c.onError = f
+	}
+}
