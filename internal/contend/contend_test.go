@@ -93,8 +93,9 @@ func checkReport(t *testing.T, rep *Report) {
 			t.Errorf("%s: mean hold %v, shorter than the %v critical section", name, r.Hold, cfg.Hold)
 		}
 		c := r.Cost
-		if c.Scripts <= 0 || c.Sent < c.Scripts || c.InRedis < c.Sent {
-			t.Errorf("%s: per CS %.2f sent, %.2f scripts, %.2f in Redis: want 0 < scripts ≤ sent ≤ in Redis", name, c.Sent, c.Scripts, c.InRedis)
+		if c.Scripts <= 0 || c.Sent < c.Scripts || c.InRedis < c.Sent || c.CPU <= 0 {
+			t.Errorf("%s: per CS %.2f sent, %.2f scripts, %.2f in Redis, %v Redis CPU: want 0 < scripts ≤ sent ≤ in Redis, some CPU",
+				name, c.Sent, c.Scripts, c.InRedis, c.CPU)
 		}
 		if r.Kind == KindBare {
 			// One release script per section, and the hook's count agrees with
@@ -177,6 +178,7 @@ func BenchmarkUncontended(b *testing.B) {
 				b.ReportMetric(r.AllocsPerOp, k+"-allocs/op")
 				b.ReportMetric(r.InRedisPerOp, k+"-redis-cmds/op")
 				b.ReportMetric(r.SentPerOp, k+"-sent/op")
+				b.ReportMetric(float64(r.RedisCPU)/float64(time.Microsecond), k+"-redis-cpu-µs/op")
 			}
 		})
 	}

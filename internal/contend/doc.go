@@ -36,7 +36,8 @@
 //     scripts, (UN)SUBSCRIBEs, PUBLISHes (wake-ups, each delivered to every
 //     subscribed process) and every command Redis ran, scripts' inner
 //     commands included, also by command name (the harness's own INFO
-//     calls are taken out; core's, which notice restarts, stay in);
+//     calls are taken out; core's, which notice restarts, stay in), and
+//     the Redis server's CPU time (used_cpu_sys + used_cpu_user);
 //   - overlaps: sections that began before an earlier one ended. The lock
 //     was not exclusive; always a failure.
 //
@@ -52,8 +53,9 @@
 // [BenchmarkUncontended] (`make bench`): Lock+Unlock of a free lock, each
 // under its own context.WithCancel as a request has, at 1 and 16
 // goroutines, bare lock / Mutex / FairMutex interleaved in blocks:
-// operations per second, the ratio to the bare lock, allocations and Redis
-// commands per operation.
+// operations per second, the ratio to the bare lock, allocations, commands
+// and Redis CPU per operation (the CPU includes the harness's two INFO
+// reads per block of 25 operations per goroutine).
 //
 // # Many waiters
 //

@@ -95,8 +95,8 @@ func handoffOf(ctx context.Context, cfg Config, stats *statsReader, a, b *proc, 
 			fromReturn = append(fromReturn, time.Duration(acq.T1-rel.T1))
 			fromCall = append(fromCall, time.Duration(acq.T1-rel.T0))
 			d := after.since(before)
-			scripts += d.sum(scriptCommands...)
-			publishes += d.sum(publishCommands...)
+			scripts += d.calls.sum(scriptCommands...)
+			publishes += d.calls.sum(publishCommands...)
 		}
 	}
 	if _, err := sendAll([]*proc{a, b}, request{Op: opClose}, evClosed, time.Minute); err != nil {

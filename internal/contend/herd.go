@@ -206,7 +206,7 @@ func startSampler(ctx context.Context, stats *statsReader) *sampler {
 		for {
 			st, err := stats.read(ctx)
 			if err == nil {
-				s.samples = append(s.samples, sample{t: event.Now(), scripts: st.sum(scriptCommands...)})
+				s.samples = append(s.samples, sample{t: event.Now(), scripts: st.calls.sum(scriptCommands...)})
 			}
 			select {
 			case <-tick.C:
@@ -224,7 +224,7 @@ func (s *sampler) stop() []sample {
 		s.cancel()
 		s.wg.Wait()
 		if st, err := s.stats.read(context.Background()); err == nil {
-			s.samples = append(s.samples, sample{t: event.Now(), scripts: st.sum(scriptCommands...)})
+			s.samples = append(s.samples, sample{t: event.Now(), scripts: st.calls.sum(scriptCommands...)})
 		}
 	})
 	return s.samples

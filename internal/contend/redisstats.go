@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -17,7 +18,18 @@ import (
 // the script itself.
 type commandStats map[string]int64
 
-// statsReader reads INFO commandstats from one server, one call at a time,
+// serverStats is what the harness reads from the server at one moment.
+type serverStats struct {
+	calls commandStats
+	cpu   time.Duration // used_cpu_sys + used_cpu_user
+}
+
+// since returns s − before.
+func (s serverStats) since(before serverStats) serverStats {
+	return serverStats{calls: s.calls.since(before.calls), cpu: s.cpu - before.cpu}
+}
+
+// statsReader reads INFO commandstats and cpu from one server, one call at a time,
 // and takes its own INFO calls out of the "info" count, so that what is
 // left is the INFO the locks' clients sent (core reads INFO server to notice
 // restarts). Every read the harness makes of that server goes through one
@@ -30,28 +42,33 @@ type statsReader struct {
 
 func newStatsReader(rdb redis.Cmdable) *statsReader { return &statsReader{rdb: rdb} }
 
-// read returns the server's command counts now.
-func (r *statsReader) read(ctx context.Context) (commandStats, error) {
+// read returns the server's command counts and CPU time now.
+func (r *statsReader) read(ctx context.Context) (serverStats, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s, err := readCommandStats(ctx, r.rdb)
+	s, err := readServerStats(ctx, r.rdb)
 	if err != nil {
-		return nil, err
+		return s, err
 	}
-	s["info"] -= r.own // this call is counted after its reply
+	s.calls["info"] -= r.own // this call is counted after its reply
 	r.own++
 	return s, nil
 }
 
-// readCommandStats reads INFO commandstats.
-func readCommandStats(ctx context.Context, rdb redis.Cmdable) (commandStats, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
+// readServerStats reads INFO commandstats and cpu.
+func readServerStats(ctx context.Context, rdb redis.Cmdable) (serverStats, error) {
+	info, err := rdb.Info(ctx, "commandstats", "cpu").Result()
 	if err != nil {
-		return nil, fmt.Errorf("contend: INFO commandstats: %w", err)
+		return serverStats{}, fmt.Errorf("contend: INFO commandstats cpu: %w", err)
 	}
-	s := commandStats{}
+	s := serverStats{calls: commandStats{}}
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "used_cpu_sys:"); ok {
+			s.cpu += seconds(v)
+		} else if v, ok := strings.CutPrefix(line, "used_cpu_user:"); ok {
+			s.cpu += seconds(v)
+		}
 		if !strings.HasPrefix(line, "cmdstat_") {
 			continue
 		}
@@ -62,11 +79,20 @@ func readCommandStats(ctx context.Context, rdb redis.Cmdable) (commandStats, err
 		calls, _, _ := strings.Cut(rest, ",")
 		n, err := strconv.ParseInt(calls, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("contend: INFO commandstats line %q: %w", line, err)
+			return s, fmt.Errorf("contend: INFO commandstats line %q: %w", line, err)
 		}
-		s[name] = n
+		s.calls[name] = n
 	}
 	return s, nil
+}
+
+// seconds parses INFO's "1.234567" seconds (0 when unreadable).
+func seconds(v string) time.Duration {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(f * float64(time.Second))
 }
 
 // since returns s − before, command by command.
@@ -126,6 +152,8 @@ type Cost struct {
 	InRedis float64
 	// Commands is InRedis by command name (server-side).
 	Commands map[string]float64
+	// CPU is the Redis server's CPU time (used_cpu_sys + used_cpu_user).
+	CPU time.Duration
 }
 
 // top lists the n commands Redis ran most, per unit: "evalsha 4.00, hset 2.00".
@@ -149,17 +177,19 @@ func (c Cost) top(n int) string {
 
 // newCost divides what Redis saw (delta) and what the clients counted
 // (hookSent) by n.
-func newCost(delta commandStats, hookSent int64, n int) Cost {
+func newCost(d serverStats, hookSent int64, n int) Cost {
 	if n <= 0 {
 		return Cost{}
 	}
 	f := float64(n)
+	delta := d.calls
 	subs := delta.sum(subscribeCommands...)
 	by := map[string]float64{}
 	for name, calls := range delta {
 		by[name] = float64(calls) / f
 	}
 	return Cost{
+		CPU:        d.cpu / time.Duration(n),
 		Commands:   by,
 		Sent:       float64(hookSent+subs) / f,
 		Scripts:    float64(delta.sum(scriptCommands...)) / f,

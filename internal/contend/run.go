@@ -64,13 +64,13 @@ func (r *Report) Write(w io.Writer) {
 	if len(r.Throughput) > 0 {
 		fmt.Fprintf(w, "%d processes on one key, %v critical section, %v per kind (load average before→after):\n\n",
 			c.Procs, c.Hold, c.Duration)
-		fmt.Fprintln(w, "| lock | CS/s | vs poll | holder changes | busiest / idlest | wait p50 / p99 / max | sent/CS | scripts/CS | (un)sub/CS | publish/CS | in Redis/CS | hold | load |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| lock | CS/s | vs poll | holder changes | busiest / idlest | wait p50 / p99 / max | sent/CS | scripts/CS | (un)sub/CS | publish/CS | in Redis/CS | Redis CPU/CS | hold | load |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, t := range r.Throughput {
-			fmt.Fprintf(w, "| %s | %.0f | %.2f× | %.0f %% | %.1f / %.1f %% | %s / %s / %s | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %s→%s |\n",
+			fmt.Fprintf(w, "| %s | %.0f | %.2f× | %.0f %% | %.1f / %.1f %% | %s / %s / %s | %.2f | %.2f | %.2f | %.2f | %.1f | %.0f µs | %s | %s→%s |\n",
 				t.Kind.Label(), t.PerSec, t.VsPoll, t.Changes, t.Busiest, t.Idlest,
 				ms(t.WaitP50), ms(t.WaitP99), ms(t.WaitMax),
-				t.Cost.Sent, t.Cost.Scripts, t.Cost.Subscribes, t.Cost.Publishes, t.Cost.InRedis, ms(t.Hold), t.Load[0], t.Load[1])
+				t.Cost.Sent, t.Cost.Scripts, t.Cost.Subscribes, t.Cost.Publishes, t.Cost.InRedis, µs(t.Cost.CPU), ms(t.Hold), t.Load[0], t.Load[1])
 		}
 		fmt.Fprintln(w, "\nRedis commands per CS, by name (server-side, scripts' inner commands included):")
 		for _, t := range r.Throughput {
@@ -96,13 +96,13 @@ func (r *Report) Write(w io.Writer) {
 	if len(r.Herd) > 0 {
 		fmt.Fprintf(w, "%d waiters in %d processes on one lock, leases %v, watched blocked for %v:\n\n",
 			c.Waiters, c.WaiterProcs, c.WaiterLease, c.Blocked)
-		fmt.Fprintln(w, "| lock | all blocked after | blocked: max scripts in one ~100 ms / mean per s | served | drain | drain: max scripts per ~100 ms | per waiter served: sent / scripts / (un)sub / publish / in Redis | load |")
+		fmt.Fprintln(w, "| lock | all blocked after | blocked: max scripts in one ~100 ms / mean per s | served | drain | drain: max scripts per ~100 ms | per waiter served: sent / scripts / (un)sub / publish / in Redis / Redis CPU | load |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 		for _, h := range r.Herd {
-			fmt.Fprintf(w, "| %s | %s | %d (in %s) / %.0f | %d | %s | %d | %.2f / %.2f / %.2f / %.2f / %.1f | %s→%s |\n",
+			fmt.Fprintf(w, "| %s | %s | %d (in %s) / %.0f | %d | %s | %d | %.2f / %.2f / %.2f / %.2f / %.1f / %.0f µs | %s→%s |\n",
 				h.Kind.Label(), ms(h.Arrival), h.BlockedMax, ms(h.BlockedMaxOver), h.BlockedPerSec,
 				h.Served, ms(h.Drain), h.DrainMax,
-				h.Cost.Sent, h.Cost.Scripts, h.Cost.Subscribes, h.Cost.Publishes, h.Cost.InRedis, h.Load[0], h.Load[1])
+				h.Cost.Sent, h.Cost.Scripts, h.Cost.Subscribes, h.Cost.Publishes, h.Cost.InRedis, µs(h.Cost.CPU), h.Load[0], h.Load[1])
 		}
 		fmt.Fprintln(w, "\nRedis commands per waiter served, by name (server-side):")
 		for _, h := range r.Herd {
@@ -111,6 +111,9 @@ func (r *Report) Write(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 }
+
+// µs is d in microseconds.
+func µs(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // ms formats d in milliseconds, to the precision that is meaningful.
 func ms(d time.Duration) string {

@@ -30,6 +30,8 @@ type Uncontended struct {
 	// SentPerOp is the commands the go-redis client sent per Lock+Unlock;
 	// InRedisPerOp is the commands Redis ran, scripts' inner ones included.
 	SentPerOp, InRedisPerOp float64
+	// RedisCPU is the Redis server's CPU time per Lock+Unlock.
+	RedisCPU time.Duration
 }
 
 // uncontendedBlock is how many operations each goroutine runs per block.
@@ -66,6 +68,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 	out := make([]Uncontended, len(kinds))
 	elapsed := make([]time.Duration, len(kinds))
 	var mallocs, sentN, inRedis [3]uint64
+	var cpu [3]time.Duration
 	var m0, m1 runtime.MemStats
 	for round, done := 0, 0; done < ops; round++ {
 		n := min(uncontendedBlock, ops-done)
@@ -89,7 +92,9 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 				return nil, err
 			}
 			mallocs[i] += m1.Mallocs - m0.Mallocs
-			inRedis[i] += uint64(s1.since(s0).total())
+			d := s1.since(s0)
+			inRedis[i] += uint64(d.calls.total())
+			cpu[i] += d.cpu
 		}
 		done += n
 	}
@@ -101,6 +106,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 			AllocsPerOp:  float64(mallocs[i]) / total,
 			SentPerOp:    float64(sentN[i]) / total,
 			InRedisPerOp: float64(inRedis[i]) / total,
+			RedisCPU:     cpu[i] / time.Duration(ops*goroutines),
 		}
 	}
 	for i := range out {
