@@ -38,14 +38,17 @@ type Client struct {
 }
 
 // New returns a Client that takes locks through rdb. rdb stays the caller's:
-// Close does not close it. New panics if rdb is nil.
+// Close does not close it. New panics if rdb is nil; nil options are
+// ignored.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	if rdb == nil {
 		panic("keylock: core.New: nil redis client")
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil { // nil options are ignored
+			o(&cfg)
+		}
 	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -76,7 +76,9 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 		if f.err != nil {
 			break
 		}
-		o(f)
+		if o != nil { // nil options are ignored
+			o(f)
+		}
 	}
 	return f
 }

@@ -94,7 +94,9 @@ func Label(s string) LockOption {
 func buildLockConfig(opts []LockOption) lockConfig {
 	var lc lockConfig
 	for _, o := range opts {
-		o(&lc)
+		if o != nil { // nil options are ignored, as everywhere in keylock
+			o(&lc)
+		}
 	}
 	return lc
 }
