@@ -143,6 +143,9 @@ func TestMeasureUncontended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(rs) != 4 || !rs[3].Background {
+		t.Fatalf("got %d rows (the last background: %v), want bare, mutex, fair and mutex under context.Background()", len(rs), rs[len(rs)-1].Background)
+	}
 	for _, r := range rs {
 		t.Logf("%+v", r)
 		if r.Ops != 60 || r.PerSec <= 0 || r.AllocsPerOp <= 0 || r.SentPerOp < 2 || r.InRedisPerOp < r.SentPerOp {
@@ -156,7 +159,8 @@ func TestMeasureUncontended(t *testing.T) {
 
 // BenchmarkUncontended is Lock+Unlock of a free lock with a cancellable
 // context per operation, at 1 and 16 goroutines (each on its own key), for
-// Mutex and FairMutex beside the bare SET NX lock, interleaved. b.N is the
+// Mutex and FairMutex beside the bare SET NX lock, interleaved, and Mutex
+// again under context.Background() ("mutex-bgctx"). b.N is the
 // operations per goroutine and kind. It reports each kind's ops/s, its
 // ratio to the bare lock (issue 10's targets: ≥ 0.9 at 1 goroutine, ≥ 0.8
 // at 16), allocations, commands sent and commands Redis ran (scripts'
@@ -171,6 +175,9 @@ func BenchmarkUncontended(b *testing.B) {
 			}
 			for _, r := range rs {
 				k := string(r.Kind)
+				if r.Background {
+					k += "-bgctx"
+				}
 				b.ReportMetric(r.PerSec, k+"-ops/s")
 				if r.Kind != KindBare {
 					b.ReportMetric(r.VsBare, k+"/bare")

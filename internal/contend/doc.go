@@ -52,7 +52,9 @@
 //
 // [BenchmarkUncontended] (`make bench`): Lock+Unlock of a free lock, each
 // under its own context.WithCancel as a request has, at 1 and 16
-// goroutines, bare lock / Mutex / FairMutex interleaved in blocks:
+// goroutines, bare lock / Mutex / FairMutex (and Mutex under
+// context.Background(), to show what the cancellable context costs)
+// interleaved in blocks:
 // operations per second, the ratio to the bare lock, allocations, commands
 // and Redis CPU per operation (the CPU includes the harness's two INFO
 // reads per block of 25 operations per goroutine).

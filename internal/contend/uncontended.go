@@ -17,7 +17,11 @@ import (
 // request has), all kinds interleaved in blocks so they share the
 // machine's noise.
 type Uncontended struct {
-	Kind       Kind
+	Kind Kind
+	// Background is set on the one row whose operations run under
+	// context.Background() instead (Mutex only): what the cancellable
+	// context costs.
+	Background bool
 	Goroutines int
 	// Ops is the Lock+Unlock pairs timed.
 	Ops int
@@ -38,8 +42,9 @@ type Uncontended struct {
 const uncontendedBlock = 25
 
 // MeasureUncontended times ops Lock+Unlock pairs per goroutine for the bare
-// lock, Mutex and FairMutex, with its own go-redis client and core.Client on
-// the Redis server at addr. Results are in the order bare, mutex, fair.
+// lock, Mutex and FairMutex, and Mutex again under context.Background(),
+// with its own go-redis client and core.Client on the Redis server at addr.
+// Results are in that order.
 func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) ([]Uncontended, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: max(10*runtime.GOMAXPROCS(0), goroutines+4)})
 	defer rdb.Close()
@@ -49,26 +54,27 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 	defer c.Close()
 	stats := newStatsReader(rdb)
 
-	kinds := []Kind{KindBare, KindMutex, KindFair}
-	lockers := make([][]locker, len(kinds)) // [kind][goroutine]
+	kinds := []Kind{KindBare, KindMutex, KindFair, KindMutex}
+	background := func(i int) bool { return i == 3 }
+	lockers := make([][]locker, len(kinds)) // [row][goroutine]
 	for i, k := range kinds {
 		for g := range goroutines {
-			key := "contend:uncontended:" + string(k) + ":" + strconv.Itoa(g)
+			key := "contend:uncontended:" + strconv.Itoa(i) + ":" + string(k) + ":" + strconv.Itoa(g)
 			lk, err := newLocker(k, rdb, c, key, "g"+strconv.Itoa(g))
 			if err != nil {
 				return nil, err
 			}
 			lockers[i] = append(lockers[i], lk)
 		}
-		if err := runBlock(ctx, lockers[i], 1); err != nil { // warm-up
+		if err := runBlock(ctx, lockers[i], 1, background(i)); err != nil { // warm-up
 			return nil, fmt.Errorf("contend: uncontended %s warm-up: %w", k, err)
 		}
 	}
 
 	out := make([]Uncontended, len(kinds))
 	elapsed := make([]time.Duration, len(kinds))
-	var mallocs, sentN, inRedis [3]uint64
-	var cpu [3]time.Duration
+	mallocs, sentN, inRedis := make([]uint64, len(kinds)), make([]uint64, len(kinds)), make([]uint64, len(kinds))
+	cpu := make([]time.Duration, len(kinds))
 	var m0, m1 runtime.MemStats
 	for round, done := 0, 0; done < ops; round++ {
 		n := min(uncontendedBlock, ops-done)
@@ -81,7 +87,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 			sent0 := sent.n.Load()
 			runtime.ReadMemStats(&m0)
 			t0 := time.Now()
-			if err := runBlock(ctx, lockers[i], n); err != nil {
+			if err := runBlock(ctx, lockers[i], n, background(i)); err != nil {
 				return nil, fmt.Errorf("contend: uncontended %s: %w", kinds[i], err)
 			}
 			elapsed[i] += time.Since(t0)
@@ -101,7 +107,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 	total := float64(ops * goroutines)
 	for i, k := range kinds {
 		out[i] = Uncontended{
-			Kind: k, Goroutines: goroutines, Ops: ops * goroutines,
+			Kind: k, Background: background(i), Goroutines: goroutines, Ops: ops * goroutines,
 			PerSec:       total / elapsed[i].Seconds(),
 			AllocsPerOp:  float64(mallocs[i]) / total,
 			SentPerOp:    float64(sentN[i]) / total,
@@ -117,11 +123,14 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 
 // runBlock runs n Lock+Unlock pairs on each of lks, one goroutine per
 // locker (none when there is one), each pair under its own cancellable
-// context.
-func runBlock(ctx context.Context, lks []locker, n int) error {
+// context, or under context.Background() when background is set.
+func runBlock(ctx context.Context, lks []locker, n int, background bool) error {
 	one := func(lk locker) error {
 		for range n {
-			opCtx, cancel := context.WithCancel(ctx)
+			opCtx, cancel := context.Background(), context.CancelFunc(func() {})
+			if !background {
+				opCtx, cancel = context.WithCancel(ctx)
+			}
 			h, err := lk.lock(opCtx)
 			if err == nil {
 				err = h.Unlock(opCtx)
