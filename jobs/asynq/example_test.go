@@ -3,6 +3,7 @@ package asynqlock_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log"
 	"time"
 
@@ -24,7 +25,11 @@ func createOrder(ctx context.Context, t *asynq.Task) error {
 	// ctx is cancelled (cause core.ErrLockLost) if the lock is lost: pass
 	// it to everything the task does. The fencing token lets the stores
 	// reject a stale attempt's writes.
-	lease, _ := asynqlock.LeaseFrom(ctx)
+	// ok is false only with WithFailOpen(true) while Redis is down.
+	lease, ok := asynqlock.LeaseFrom(ctx)
+	if !ok {
+		return errors.New("order: not run without its lock")
+	}
 	return saveOrder(ctx, p.OrderID, lease.Token())
 }
 

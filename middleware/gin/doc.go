@@ -51,14 +51,16 @@
 //	request deadline hit while waiting  504 Gateway Timeout, {"error":"lock_timeout"}
 //	client gone while waiting           499, no body
 //
-// Retry-After is the holder's remaining lease as Redis reports it, rounded
-// up to whole seconds: an upper bound on the wait (the lock is free by then
-// even if its holder died), not an estimate. With the watchdog that is up
-// to core.WithWatchdogTimeout (30s by default); a holder usually releases
-// much sooner.
+// Retry-After is the holder's remaining lease as Redis reports it, capped at
+// core.MaxRetryHint (1s) and rounded up to whole seconds, so it is 1: a lock
+// the watchdog renews reports 20–30s left however soon its holder is done.
 //
-// WithBusyHandler and WithErrorHandler replace the bodies. Every failure is
-// also recorded with c.Error (type gin.ErrorTypePrivate) for logging.
+// A {ctx.*} value of a type that cannot be a key (a struct) is the server's
+// mistake, answered 500 {"error":"lock_source_failed"}, not 400.
+//
+// WithBusyHandler and WithErrorHandler replace the bodies. Every refusal
+// (busy, bad key, Redis down — also when failing open) is also recorded
+// with c.Error (type gin.ErrorTypePrivate) for logging.
 //
 // # While the handler runs
 //

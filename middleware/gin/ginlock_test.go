@@ -796,3 +796,65 @@ func TestReleaseAfterHandlerPanics(t *testing.T) {
 		t.Errorf("next request on the key: status %d, want 200", got.status)
 	}
 }
+
+// The package doc says every failure is recorded with c.Error: busy (409)
+// and fail-open included, not only 400/503.
+func TestEveryRefusalIsRecordedWithCError(t *testing.T) {
+	e := newEnv(t)
+	locks, proxy := unreachable(t)
+	recorded := make(chan string, 4)
+	record := func(c *gin.Context) {
+		c.Next()
+		recorded <- c.Errors.String()
+	}
+	r := gin.New()
+	r.Use(record)
+	r.POST("/busy/:id", ginlock.Middleware(e.locks, "b:{path.id}"), okHandler)
+	r.POST("/open/:id", ginlock.Middleware(locks, "o:{path.id}", ginlock.WithFailOpen(true)), okHandler)
+	s := serve(t, r)
+
+	lease, err := e.locks.Mutex("b:1").TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mustUnlockLease(t, lease)
+	if got := s.post(t, "/busy/1", ""); got.status != http.StatusConflict {
+		t.Fatalf("busy: status %d, want 409", got.status)
+	}
+	if errs := <-recorded; !strings.Contains(errs, "locked by another owner") {
+		t.Errorf("409: c.Errors = %q, want the busy error recorded", errs)
+	}
+	proxy.Drop()
+	if got := s.post(t, "/open/1", ""); got.status != http.StatusOK {
+		t.Fatalf("fail open: status %d, want 200", got.status)
+	}
+	if errs := <-recorded; !strings.Contains(errs, `acquire "o:1"`) {
+		t.Errorf("fail open: c.Errors = %q, want the Redis error recorded", errs)
+	}
+}
+
+// A {ctx.*} value of a type that cannot be a key is the server's own
+// mistake: 500, not a 400 blaming the client, and no Go type name in the
+// response.
+func TestCtxValueOfWrongTypeIs500(t *testing.T) {
+	e := newEnv(t)
+	var ran atomic.Bool
+	r := gin.New()
+	r.GET("/c", func(c *gin.Context) { c.Set("user", struct{ ID int }{7}) },
+		ginlock.Middleware(e.locks, "c:{ctx.user}"), func(c *gin.Context) { ran.Store(true) })
+	s := serve(t, r)
+	got := s.get(t, "/c")
+	if got.status != http.StatusInternalServerError || got.json(t)["error"] != "lock_source_failed" || strings.Contains(got.body, "struct") {
+		t.Errorf("status %d, body %s; want 500 {\"error\":\"lock_source_failed\"} without a Go type", got.status, got.body)
+	}
+	if ran.Load() {
+		t.Error("the handler ran without its lock")
+	}
+}
+
+func mustUnlockLease(t *testing.T, l *core.Lease) {
+	t.Helper()
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
+}

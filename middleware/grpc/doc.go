@@ -3,11 +3,16 @@
 // rendered from the call.
 //
 //	locks := core.New(rdb)
+//	li, err := grpclock.New(locks,
+//		grpclock.WithMethod("/shop.v1.Shop/Buy", "buy:{req.item_id}:{md.x-user-id}",
+//			grpclock.WithWait(200*time.Millisecond)),
+//	)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
 //	srv := grpc.NewServer(
-//		grpc.ChainUnaryInterceptor(grpclock.UnaryServerInterceptor(locks,
-//			grpclock.WithMethod("/shop.v1.Shop/Buy", "buy:{req.item_id}:{md.x-user-id}",
-//				grpclock.WaitTime(200*time.Millisecond)),
-//		)),
+//		grpc.ChainUnaryInterceptor(li.Unary()),
+//		grpc.ChainStreamInterceptor(li.Stream()),
 //	)
 //
 // Import it as grpclock: its import path ends in /grpc.
