@@ -42,6 +42,7 @@ const (
 	opSubscribe   opKind = iota // (S)SUBSCRIBE channel
 	opUnsubscribe               // (S)UNSUBSCRIBE channel
 	opSettle                    // wait until go-redis routes channel's slot to its owner (pubsub_slot.go)
+	opPing                      // PING: the reader's health check (pubsub_read.go)
 )
 
 // open creates the connection for slot and starts its writer (and, for
@@ -60,7 +61,7 @@ func (h *hub) open(slot int, sharded bool) *psConn {
 		conn.ps = h.rdb.SSubscribe(context.Background())
 	} else {
 		conn.ps = h.rdb.Subscribe(context.Background())
-		h.startReader(conn)
+		h.startReader(ctx, conn)
 	}
 	h.conns[slot] = conn
 	h.wg.Add(1)
@@ -154,7 +155,7 @@ func (h *hub) retire(conn *psConn) {
 // SUBSCRIBE's channel and sends it again when it reconnects.
 func (h *hub) write(ctx context.Context, conn *psConn) {
 	defer h.wg.Done()
-	defer func() { _ = conn.ps.Close() }() // ends go-redis's goroutines, and so the reader
+	defer func() { _ = conn.ps.Close() }() // ends the reader
 	readerStarted := !conn.sharded
 	for {
 		select {
@@ -177,7 +178,7 @@ func (h *hub) write(ctx context.Context, conn *psConn) {
 				// Even after a failed SSUBSCRIBE: go-redis kept the channel,
 				// and the reader's reconnect dials its slot's owner.
 				readerStarted = true
-				h.startReader(conn)
+				h.startReader(ctx, conn)
 			}
 			h.mu.Lock()
 			switch {
@@ -200,6 +201,8 @@ func (h *hub) send(ctx context.Context, conn *psConn, op psOp) error {
 	case op.kind == opSettle:
 		h.settle(ctx, op.channel)
 		return nil
+	case op.kind == opPing:
+		return conn.ps.Ping(ctx)
 	case op.kind == opSubscribe && conn.sharded:
 		return conn.ps.SSubscribe(ctx, op.channel)
 	case op.kind == opSubscribe:

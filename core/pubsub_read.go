@@ -1,23 +1,75 @@
 package core
 
 import (
+	"context"
+	"errors"
+	"net"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// startReader runs conn's reader. ChannelWithSubscriptions only starts
-// go-redis's receiving goroutines: no I/O here.
-func (h *hub) startReader(conn *psConn) {
-	msgs := conn.ps.ChannelWithSubscriptions(redis.WithChannelSize(256))
+// The reader's health check: go-redis notices a dead pub/sub connection
+// only when a write to it fails, so a connection whose peer vanished (a
+// partition) would look alive forever. After readIdle without a message the
+// reader has a PING sent; if nothing at all arrives within pongWait, the
+// connection is dead and go-redis re-dials it (and re-subscribes).
+const (
+	readIdle = 3 * time.Second
+	pongWait = 3 * time.Second
+	// redialPause spaces out receives that fail at once (the server is down).
+	redialPause = 100 * time.Millisecond
+)
+
+// startReader runs conn's reader until ctx (the connection's) ends. It is
+// the hub's own receive loop, not go-redis's PubSub.Channel: that one
+// re-dials under the PubSub's mutex for up to 10s from a goroutine of its
+// own, and Close would wait for it.
+func (h *hub) startReader(ctx context.Context, conn *psConn) {
 	h.wg.Add(1)
-	go h.read(conn, msgs)
+	go h.read(ctx, conn)
 }
 
-// read handles what one pub/sub connection receives until it is closed.
-func (h *hub) read(conn *psConn, msgs <-chan any) {
+// read receives what conn gets until ctx ends or the PubSub is closed.
+func (h *hub) read(ctx context.Context, conn *psConn) {
 	defer h.wg.Done()
-	for m := range msgs {
+	pinged := false
+	for ctx.Err() == nil {
+		var m any
+		var err error
+		if pinged {
+			// A deadline and no timeout: a read that times out marks the
+			// connection bad, and go-redis re-dials it.
+			rctx, cancel := context.WithTimeout(ctx, pongWait)
+			m, err = conn.ps.ReceiveTimeout(rctx, 0)
+			cancel()
+			pinged = false
+		} else {
+			m, err = conn.ps.ReceiveTimeout(ctx, readIdle)
+		}
+		if err != nil {
+			var nerr net.Error
+			switch {
+			case errors.Is(err, redis.ErrClosed) || ctx.Err() != nil:
+				return
+			case errors.As(err, &nerr) && nerr.Timeout():
+				h.mu.Lock()
+				if !conn.retired {
+					conn.queue(psOp{kind: opPing})
+					pinged = true
+				}
+				h.mu.Unlock()
+			default: // a dial refused, a reset, a server error: go-redis re-dials on the next receive
+				t := time.NewTimer(redialPause)
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+				t.Stop()
+			}
+			continue
+		}
 		switch m := m.(type) {
 		case *redis.Subscription:
 			switch m.Kind {

@@ -234,3 +234,37 @@ func TestWaiterWithStuckPubSubStillSeesRelease(t *testing.T) {
 		t.Fatalf("waiter got the lock %s after the release, want within 5s", took)
 	}
 }
+
+// A pub/sub connection that goes silent without being reset (a partition
+// that swallows the release) is found dead by the hub's PING, re-dialed and
+// re-subscribed once the network is back, and the waiter retries at once
+// instead of sleeping for the holder's TTL.
+func TestWaiterRecoversFromSilentPubSubPartition(t *testing.T) {
+	srv := redistest.NewServer(t)
+	direct := srv.NewClient(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()}) // default options
+	t.Cleanup(func() { _ = rdb.Close() })
+	holder, waiter := newLocks(t, direct), newLocks(t, rdb)
+	t.Cleanup(proxy.Drop)                                          // runs first: go-redis's stuck dials fail at once, so Close need not outwait them
+	h := mustLock(t, holder.Mutex("silent"), context.Background()) // 30s lease
+
+	out := lockAsync(ctxTimeout(t, time.Minute), waiter.Mutex("silent"))
+	waitSubscribers(t, direct, "keylock:{silent}:ch", false, 1, 5*time.Second)
+	proxy.Blackhole()
+	mustUnlock(t, h) // its wake-up is swallowed
+	time.Sleep(8 * time.Second)
+	proxy.Pass()
+	back := time.Now()
+
+	o := awaitLock(t, out, 40*time.Second)
+	if o.err != nil {
+		t.Fatalf("waiter Lock: %v", o.err)
+	}
+	defer mustUnlock(t, o.lease)
+	took := o.at.Sub(back)
+	t.Logf("waiter got the lock %s after the partition ended (holder's TTL %s)", took, core.DefaultWatchdogTimeout)
+	if took > 6*time.Second {
+		t.Fatalf("waiter got the lock %s after the partition ended, want within 6s", took)
+	}
+}
