@@ -24,13 +24,13 @@ const deadlineBatch = 50 * time.Millisecond
 type deadlineHeap []*hold
 
 func (q *deadlineHeap) push(h *hold) {
-	h.heapIx = len(*q)
+	h.heapIx = int32(len(*q))
 	*q = append(*q, h)
-	q.up(h.heapIx)
+	q.up(len(*q) - 1)
 }
 
 func (q *deadlineHeap) remove(h *hold) {
-	i, last := h.heapIx, len(*q)-1
+	i, last := int(h.heapIx), len(*q)-1
 	if i < 0 || i > last || (*q)[i] != h {
 		return
 	}
@@ -50,11 +50,11 @@ func (q deadlineHeap) fix(i int) {
 	}
 }
 
-func (q deadlineHeap) less(i, j int) bool { return q[i].heapAt.Before(q[j].heapAt) }
+func (q deadlineHeap) less(i, j int) bool { return q[i].heapAt < q[j].heapAt }
 
 func (q deadlineHeap) swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].heapIx, q[j].heapIx = i, j
+	q[i].heapIx, q[j].heapIx = int32(i), int32(j)
 }
 
 func (q deadlineHeap) up(i int) {
@@ -95,13 +95,13 @@ func (c *Client) watchDeadlines() {
 	for {
 		c.mu.Lock()
 		armed := len(c.holds.deadlines) > 0
-		var next time.Time
+		var next time.Duration
 		if armed {
-			next = c.holds.deadlines[0].heapAt
+			next = c.holds.deadlines[0].heapAt - time.Since(c.holds.epoch)
 		}
 		c.mu.Unlock()
 		if armed {
-			t.Reset(time.Until(next))
+			t.Reset(next)
 		}
 		select {
 		case <-c.done:
@@ -126,7 +126,7 @@ func (c *Client) expireDue() {
 		more := false
 		c.mu.Lock()
 		now := time.Now()
-		horizon := now.Add(deadlineBatch)
+		horizon := now.Sub(c.holds.epoch) + deadlineBatch
 		for n := 0; len(c.holds.deadlines) > 0; n++ {
 			if n == batch {
 				more = true
@@ -134,12 +134,12 @@ func (c *Client) expireDue() {
 			}
 			h := c.holds.deadlines[0]
 			switch {
-			case h.heapAt.After(horizon):
+			case h.heapAt > horizon:
 			case !h.deadline.After(now):
 				lost = append(lost, c.detach(h)...)
 				continue
-			case h.deadline.After(h.heapAt): // renewed since filed
-				h.heapAt = h.deadline
+			case h.deadline.Sub(c.holds.epoch) > h.heapAt: // renewed since filed
+				h.heapAt = h.deadline.Sub(c.holds.epoch)
 				c.holds.deadlines.fix(0)
 				continue
 			}

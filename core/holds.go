@@ -11,47 +11,51 @@ import (
 // leases at its local safety deadline. Every field is guarded by Client.mu
 // (id, p and info never change).
 type hold struct {
-	id       string
+	key      string // p.holdKey()
+	owner    string
 	p        protocol
-	info     LockInfo
 	lease    time.Duration
-	watchdog bool
 	deadline time.Time // local safety deadline: stop believing before Redis expires it
 	leases   []*Lease
-	gone     bool
+
+	heapAt time.Duration // since registry.epoch: when the deadline watch looks at it next (≤ deadline)
+	heapIx int32         // index in registry.deadlines
+	slot   int32         // index in registry.list
 	// releasing counts Unlocks in flight: a renewal that finds the lock
 	// gone meanwhile is the release landing first, not a loss.
-	releasing int
+	releasing int32
+	watchdog  bool
+	gone      bool
 	// renewing is set while a renewal of its own (aloneRenewer) runs.
 	renewing bool
-
-	slot   int       // index in registry.list
-	heapAt time.Time // when the deadline watch looks at it next (≤ deadline)
-	heapIx int       // index in registry.deadlines
 }
+
+// holdID identifies a hold: what (protocol.holdKey) and for whom.
+type holdID struct{ key, owner string }
 
 // registry is every live hold of a Client, guarded by Client.mu: by id (to
 // find a re-entered hold), as a list (renewal passes walk it in chunks, in a
 // stable order so each hold is renewed at about the same point of every
 // tick) and in a heap ordered by deadline (one timer for all of them).
 type registry struct {
-	byID      map[string]*hold
+	byID      map[holdID]*hold
 	list      []*hold
 	deadlines deadlineHeap
 	// rearm wakes the deadline watch when a hold with an earlier deadline
 	// than the one it waits for was added.
 	rearm chan struct{}
+	epoch time.Time // heapAt is measured from it
 }
 
 func newRegistry() registry {
-	return registry{byID: make(map[string]*hold), rearm: make(chan struct{}, 1)}
+	return registry{byID: make(map[holdID]*hold), rearm: make(chan struct{}, 1), epoch: time.Now()}
 }
 
 func (r *registry) add(h *hold) {
-	r.byID[h.id] = h
-	h.slot = len(r.list)
+	r.byID[holdID{h.key, h.owner}] = h
+	h.slot = int32(len(r.list))
 	r.list = append(r.list, h)
-	h.heapAt = h.deadline
+	h.heapAt = h.deadline.Sub(r.epoch)
 	r.deadlines.push(h)
 	if h.heapIx == 0 {
 		select {
@@ -63,10 +67,11 @@ func (r *registry) add(h *hold) {
 
 // remove takes h out (it may already be out: takeAll).
 func (r *registry) remove(h *hold) {
-	if r.byID[h.id] != h {
+	id := holdID{h.key, h.owner}
+	if r.byID[id] != h {
 		return
 	}
-	delete(r.byID, h.id)
+	delete(r.byID, id)
 	last := len(r.list) - 1
 	moved := r.list[last]
 	r.list[h.slot], moved.slot = moved, h.slot
@@ -81,7 +86,7 @@ func (r *registry) len() int { return len(r.list) }
 // takeAll empties the registry and returns what it held (Close).
 func (r *registry) takeAll() []*hold {
 	list := r.list
-	r.byID, r.list, r.deadlines = make(map[string]*hold), nil, nil
+	r.byID, r.list, r.deadlines = make(map[holdID]*hold), nil, nil
 	return list
 }
 
@@ -102,10 +107,10 @@ func (c *Client) addLease(l *Lease, sent time.Time) bool {
 		return false
 	}
 	deadline := sent.Add(l.lease - driftMargin(l.lease))
-	id := l.p.holdKey() + "\x00" + l.info.Owner
-	h := c.holds.byID[id]
+	key := l.p.holdKey()
+	h := c.holds.byID[holdID{key, l.info.Owner}]
 	if h == nil {
-		h = &hold{id: id, p: l.p, info: l.info, lease: l.lease, watchdog: l.watchdog, deadline: deadline}
+		h = &hold{key: key, owner: l.info.Owner, p: l.p, lease: l.lease, watchdog: l.watchdog, deadline: deadline}
 		c.holds.add(h)
 		c.kickRestartWatch() // restart.go: a hold began
 	} else {

@@ -92,7 +92,7 @@ func runLeaseScale(tb testing.TB, n int, wd time.Duration, ticks int) leaseScale
 	tb.Helper()
 	srv, _ := single(tb)
 	pt := &pipeTimer{}
-	rdb := srv.NewClient(tb, func(o *redis.Options) { o.PoolSize = 64 })
+	rdb := srv.NewClient(tb)
 	rdb.AddHook(pt)
 	ro := &renewCounter{}
 	c := core.New(rdb, core.WithWatchdogTimeout(wd), core.WithObserver(ro))

@@ -258,7 +258,7 @@ func (c *Client) pipeRenewals(ctx context.Context, items []renewItem, pick func(
 	} else {
 		for i := range items {
 			if it := &items[i]; pick(i) {
-				it.cmd = it.h.p.renew(ctx, pipe, it.h.info.Owner, it.lease)
+				it.cmd = it.h.p.renew(ctx, pipe, it.h.owner, it.lease)
 			}
 		}
 	}
@@ -292,20 +292,20 @@ func (c *Client) applyRenewals(sent time.Time, items []renewItem) {
 		err := it.err
 		switch {
 		case err != nil:
-			err = wrapRedis("renew", h.info.Name, err)
+			err = wrapRedis("renew", h.p.info().Name, err)
 		case !it.ok:
 			err = ErrLockLost
 		case !now.Before(h.deadline):
 			// Too late: the hold may already have been given up on. It is
 			// lost at its deadline, as if the renewal had failed.
-			err = wrapRedis("renew", h.info.Name, errRenewTooLate)
+			err = wrapRedis("renew", h.p.info().Name, errRenewTooLate)
 		case it.lease > 0:
 			if d := sent.Add(it.lease - driftMargin(it.lease)); d.After(h.deadline) {
 				h.deadline = d
 			}
 		}
 		if obs != nil && it.lease > 0 && len(h.leases) > 0 {
-			events = append(events, RenewEvent{Lock: h.info, Lease: h.leases[0], Err: err})
+			events = append(events, RenewEvent{Lock: h.leases[0].info, Lease: h.leases[0], Err: err})
 		}
 		if err == ErrLockLost && h.releasing == 0 {
 			lost = append(lost, c.detach(h)...)
@@ -340,7 +340,7 @@ func (c *Client) renewAlone(ctx context.Context, h *hold, budget time.Duration) 
 		defer cancel()
 		sent := time.Now()
 		it := renewItem{h: h, lease: lease}
-		it.ok, it.err = h.p.renewOne(ctx, h.info.Owner, lease)
+		it.ok, it.err = h.p.renewOne(ctx, h.owner, lease)
 		c.applyRenewals(sent, []renewItem{it})
 	}) {
 		done()

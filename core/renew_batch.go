@@ -54,7 +54,7 @@ func (c *Client) queueBatch(ctx context.Context, pipe redis.Pipeliner, items []r
 			continue
 		}
 		it := &items[i]
-		args := it.h.p.renew(ctx, scratch, it.h.info.Owner, it.lease).Args()
+		args := it.h.p.renew(ctx, scratch, it.h.owner, it.lease).Args()
 		// evalsha, sha, numkeys, keys..., owner, lease
 		if len(args) >= 3 {
 			sha, _ := args[1].(string)
@@ -69,7 +69,7 @@ func (c *Client) queueBatch(ctx context.Context, pipe redis.Pipeliner, items []r
 				continue
 			}
 		}
-		it.cmd = it.h.p.renew(ctx, pipe, it.h.info.Owner, it.lease)
+		it.cmd = it.h.p.renew(ctx, pipe, it.h.owner, it.lease)
 	}
 	if len(in) == 0 {
 		return nil, nil
