@@ -110,3 +110,36 @@ func TestWithAttempt(t *testing.T) {
 		t.Errorf("got the base context's owner, want a fresh per-attempt owner")
 	}
 }
+
+// countWaits implements only Wait, by embedding core.NopObserver.
+type countWaits struct {
+	core.NopObserver
+	acquired chan string
+}
+
+func (c *countWaits) AcquireEnd(_ context.Context, e core.AcquireEndEvent) {
+	c.acquired <- e.Lock.Name
+}
+
+// Two WithObserver options compose: both observers hear every event (the
+// second used to replace the first).
+func TestWithObserverComposes(t *testing.T) {
+	_, rdb := single(t)
+	a, b := &countWaits{acquired: make(chan string, 1)}, &countWaits{acquired: make(chan string, 1)}
+	c := newLocks(t, rdb, core.WithObserver(a), core.WithObserver(nil), core.WithObserver(b))
+	l, err := c.Mutex("obs").TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustUnlock(t, l)
+	for i, o := range []*countWaits{a, b} {
+		select {
+		case name := <-o.acquired:
+			if name != "obs" {
+				t.Errorf("observer %d heard of %q, want obs", i, name)
+			}
+		default:
+			t.Errorf("observer %d heard no AcquireEnd", i)
+		}
+	}
+}

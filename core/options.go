@@ -39,9 +39,11 @@ func WithWatchdogTimeout(d time.Duration) Option {
 
 // WithObserver installs an observer that is told about every acquire, wait,
 // renewal, release and loss (see package tracing for an OpenTelemetry one).
-// Default: none, which costs nothing.
+// Given more than once, the observers compose (see Observers): each is told
+// about every event, in the order given; none replaces another. A nil o is
+// ignored. Default: none, which costs nothing.
 func WithObserver(o Observer) Option {
-	return func(c *config) { c.observer = o }
+	return func(c *config) { c.observer = Observers(c.observer, o) }
 }
 
 // LockOption configures one acquisition.
