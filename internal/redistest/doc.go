@@ -12,6 +12,8 @@
 //   - [NewProxy] puts a fault-injecting TCP proxy between a client and a
 //     server: [Proxy.Blackhole] (a partition: timeouts, not resets),
 //     [Proxy.Drop] (resets), [Proxy.Delay] (latency) and back to [Proxy.Pass].
+//     [StartProxy] is the same proxy for code that is not a test (the fault
+//     suite's driver, internal/chaos).
 //
 // A typical test:
 //
