@@ -58,7 +58,7 @@ func Records(recs []event.Record) (*Report, error) {
 			}
 		}
 		if s.lease > 0 && s.told != 0 && strings.Contains(s.cause, "lost") &&
-			!r.pausedNear(s.pid, s.call, s.told) && !r.starvedNear(s.pid, s.call, s.told) {
+			!r.pausedNear(s.pid, s.call, s.told) && !r.starvedNear(s.pid, s.told-int64(StarveGrace), s.told) {
 			rep.FixedLeaseTold++
 			// The attempt that won was sent before Lock returned: its
 			// deadline is at the latest enter + lease − margin.
@@ -132,7 +132,7 @@ func (r *run) classify(earlier, later *section) Class {
 		return ClassDOA
 	case r.pausedNear(earlier.pid, max(earlier.enter, later.enter-int64(PauseGrace)), later.enter):
 		return ClassPaused
-	case r.starvedNear(earlier.pid, max(earlier.enter, later.enter-int64(PauseGrace)), later.enter):
+	case r.starvedNear(earlier.pid, max(earlier.enter, later.enter-int64(StarveGrace)), later.enter):
 		return ClassStarved
 	case r.restartBetween(earlier.enter, later.enter):
 		return ClassRestart

@@ -513,4 +513,11 @@ func TestStarvedEarlierHolder(t *testing.T) {
 	m.cs(2, "m", mutex, 2, 50, 60)
 	m.add(event.Record{Ev: event.Starved, PID: 2, T0: ms(30), T1: ms(48)})
 	onlyClass(t, m.check(t).Overlaps, ClassViolation)
+	// Nor does a starvation that ended well before: the process ran
+	// again and could have been told.
+	var n logs
+	n.cs(1, "m", mutex, 0, 1, 100)
+	n.cs(2, "m", mutex, 2, 50, 60)
+	n.add(event.Record{Ev: event.Starved, PID: 1, T0: ms(10), T1: ms(25)})
+	onlyClass(t, n.check(t).Overlaps, ClassViolation)
 }

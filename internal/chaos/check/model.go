@@ -14,6 +14,13 @@ import (
 // PauseGrace before the later holder entered.
 const PauseGrace = time.Second
 
+// StarveGrace is how long before the later holder entered the earlier
+// holder's process may have run again and still count as starved: a holder
+// untold at that moment whose process was running could have been told
+// (its lease timer fires as soon as the process runs). Starvation is common
+// on a loaded machine, so the window is tight.
+const StarveGrace = 20 * time.Millisecond
+
 // AttributionWindow is how long after a fault ended a finding is still
 // attributed to it: the longest recovery the suite's settings allow (a
 // crashed fair-lock waiter holds up the line for the 5 s waiter timeout).

@@ -25,9 +25,10 @@ const (
 	// ClassPaused: the earlier holder's process was stopped (SIGSTOP) then,
 	// so it could not be told in time. A documented limit.
 	ClassPaused Class = "paused process"
-	// ClassStarved: the earlier holder's process did not run for a while
-	// then (its own ticker came late: CPU starvation, a GC pause), so its
-	// lease timer fired late. The same documented limit as a pause.
+	// ClassStarved: the earlier holder's process was not running when the
+	// later holder entered, or until StarveGrace before (its own ticker
+	// came late: CPU starvation, a GC pause), so its lease timer could not
+	// fire. The same documented limit as a pause.
 	ClassStarved Class = "process starved"
 	// ClassRestart: Redis restarted empty after the earlier holder entered;
 	// every lock was lost with the data. A documented limit.
