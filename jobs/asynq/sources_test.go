@@ -92,22 +92,6 @@ func configWith(opts ...Option) *config {
 	return &cfg
 }
 
-func TestAttemptOwner(t *testing.T) {
-	a, b := core.WithAttempt(context.Background(), "asynq", ""), core.WithAttempt(context.Background(), "asynq", "")
-	oa, _ := core.OwnerFrom(a)
-	ob, _ := core.OwnerFrom(b)
-	if oa == ob || !strings.HasPrefix(oa, "asynq::") {
-		t.Errorf("got owners %q and %q, want two different asynq::… owners", oa, ob)
-	}
-	if o, _ := core.OwnerFrom(core.WithAttempt(a, "asynq", "")); o != oa {
-		t.Errorf("nested layer: got owner %q, want the outer layer's %q", o, oa)
-	}
-	base := core.WithOwner(context.Background(), "from-base-context")
-	if o, _ := core.OwnerFrom(core.WithAttempt(base, "asynq", "")); o == "from-base-context" {
-		t.Errorf("got the base context's owner %q, want a fresh per-attempt owner", o)
-	}
-}
-
 // BenchmarkRender is the CPU side of the adapter alone: decode the payload
 // and render the key (no Redis).
 func BenchmarkRender(b *testing.B) {
