@@ -51,11 +51,21 @@
 // later: the handler returns a [*BusyError]. Install [RetryDelay] and
 // [IsFailure] in the server's asynq.Config so that busy retries come back
 // after about a second and do not count against MaxRetry. [OnBusySkip]
-// drops the duplicate instead (singleton jobs); [OnBusyWait] waits for the
-// lock up to a bound first.
+// drops the duplicate instead (singleton jobs); [WithWait] (or
+// [OnBusyWait], which is WithWait plus a retry) waits for the lock up to a
+// bound first. OnBusySkip with OnBusyRetry or OnBusyWait in one scope is a
+// start-up error, as are two different lock kinds.
+//
+// # Options
+//
+// The options share their names and zero values with every keylock
+// adapter: WithKind (Fair, Read, Write, Semaphore), WithWait, WithLeaseTime,
+// WithFailOpen, WithReleaseTimeout, WithSource. A zero duration means the
+// default, a negative one is an error; nil options are ignored.
 //
 // # Errors
 //
 // Redis unreachable (or the core.Client closed) is a plain error matching
-// core.ErrUnavailable (or core.ErrClosed): asynq retries it as a failure.
+// core.ErrUnavailable (or core.ErrClosed): asynq retries it as a failure —
+// unless WithFailOpen(true), which runs the handler without the lock.
 package asynqlock
