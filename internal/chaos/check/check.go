@@ -97,8 +97,8 @@ func Records(recs []event.Record) (*Report, error) {
 	}
 	rep.Lateness = make(map[string]*Lateness)
 	for _, a := range append(append([]*attempt(nil), r.attempts...), r.unlocks...) {
-		if a.bound == 0 || a.t1 == 0 {
-			continue
+		if a.bound == 0 || a.t1 == 0 || r.pausedNear(a.pid, a.t0, a.t1) {
+			continue // a stopped process returns late whatever the library does
 		}
 		key := "Lock " + a.boundBy
 		if a.unlock {

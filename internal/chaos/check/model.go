@@ -75,6 +75,7 @@ type attempt struct {
 	bound   int64
 	boundBy string
 	unlock  bool // an Unlock, not an acquisition
+	pid     int
 }
 
 type window struct{ from, to int64 }
@@ -140,7 +141,8 @@ func parse(recs []event.Record) (*run, error) {
 				n = 1
 			}
 			r.attempts = append(r.attempts, &attempt{lock: rec.Lock, kind: rec.Kind, n: n, size: rec.Size,
-				try: rec.Try, t0: rec.T0, t1: rec.T1, err: rec.Err, class: rec.Cause, bound: rec.Bound, boundBy: rec.BoundBy})
+				try: rec.Try, t0: rec.T0, t1: rec.T1, err: rec.Err, class: rec.Cause, bound: rec.Bound, boundBy: rec.BoundBy,
+				pid: rec.PID})
 			if rec.Err != "" {
 				continue
 			}
@@ -179,7 +181,7 @@ func parse(recs []event.Record) (*run, error) {
 			s.unlockErr, s.released = rec.Err, true
 			if rec.T0 != 0 && rec.Bound != 0 {
 				r.unlocks = append(r.unlocks, &attempt{lock: s.lock, kind: s.kind, t0: rec.T0, t1: rec.T1,
-					err: rec.Err, bound: rec.Bound, boundBy: rec.BoundBy, unlock: true})
+					err: rec.Err, bound: rec.Bound, boundBy: rec.BoundBy, unlock: true, pid: s.pid})
 			}
 		case event.Fault:
 			r.faults = append(r.faults, fault{name: rec.Fault, target: rec.Target, from: rec.T0, to: rec.T1})

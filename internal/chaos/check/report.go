@@ -96,7 +96,8 @@ type Recovery struct {
 	Never   bool // no holder before the end of the run: Took is a lower bound
 }
 
-// Lateness is how calls bounded one way kept their bound.
+// Lateness is how calls bounded one way kept their bound, in processes
+// that were not stopped (SIGSTOP) during the call.
 type Lateness struct {
 	Calls  int           // bounded calls
 	Late   int           // returned more than Late past their bound
