@@ -17,9 +17,10 @@ import (
 // every release message in flight. Waiters would sleep until the TTL they
 // last saw, and holders would keep believing until their next renewal. So
 // while the Client holds or waits for anything, one goroutine asks each
-// master for its run_id (INFO server) every restartProbeEvery, and at once
-// when the hub's first waiter arrives, a hold begins, or a pub/sub
-// connection re-subscribes after a reconnect. A run_id that changed, or a
+// master for its run_id (INFO server) every restartProbeEvery, and as soon
+// as allowed — never more often than that — when the hub's first waiter
+// arrives, a hold begins, or a pub/sub connection re-subscribes after a
+// reconnect. A run_id that changed, or a
 // master never seen before, means the data may be gone: every waiter
 // retries at once, and every hold re-checks with Redis (renewNow).
 //
@@ -76,6 +77,7 @@ func (c *Client) watchRestarts() {
 	runIDs := make(map[string]string) // by master address ("" for a single server)
 	t := time.NewTimer(restartProbeEvery)
 	t.Stop()
+	var last time.Time // the last probe
 	for {
 		if !c.busy() {
 			select {
@@ -85,6 +87,19 @@ func (c *Client) watchRestarts() {
 				continue
 			}
 		}
+		// At most one probe per restartProbeEvery, however often holds
+		// begin and end (an uncontended Lock/Unlock loop turns the Client
+		// busy and idle thousands of times a second).
+		if wait := restartProbeEvery - time.Since(last); wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-c.done:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		last = time.Now()
 		if c.probeRestart(runIDs) {
 			c.restart.seen.Add(1)
 			c.hub.wakeAll()
