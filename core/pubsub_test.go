@@ -88,6 +88,16 @@ func subscribersWithin(rdb *redis.Client, channel string, sharded bool, n int64,
 	}
 }
 
+// waitWaiting waits until a waiter subscribed to channel and then a little
+// longer, so its retry after the subscription is confirmed has ended and it
+// sleeps in its wait: a fault injected then cannot hit an attempt in flight
+// (go-redis would retry it into the fault and Lock fail with its error).
+func waitWaiting(t *testing.T, rdb *redis.Client, channel string) {
+	t.Helper()
+	waitSubscribers(t, rdb, channel, false, 1, 5*time.Second)
+	time.Sleep(300 * time.Millisecond)
+}
+
 // lockAsync runs l.Lock(ctx) on a goroutine; the channel gets its outcome
 // and the time it returned.
 type lockOutcome struct {
@@ -188,7 +198,7 @@ func TestReleaseLostInPubSubOutageCostsNothing(t *testing.T) {
 	h := mustLock(t, holder.Mutex("outage"), context.Background()) // 30s lease
 
 	out := lockAsync(ctxTimeout(t, time.Minute), waiter.Mutex("outage"))
-	waitSubscribers(t, direct, "keylock:{outage}:ch", false, 1, 5*time.Second)
+	waitWaiting(t, direct, "keylock:{outage}:ch")
 	proxy.Drop()
 	waitSubscribers(t, direct, "keylock:{outage}:ch", false, 0, 5*time.Second)
 	mustUnlock(t, h) // its wake-up reaches nobody
@@ -250,7 +260,7 @@ func TestWaiterRecoversFromSilentPubSubPartition(t *testing.T) {
 	h := mustLock(t, holder.Mutex("silent"), context.Background()) // 30s lease
 
 	out := lockAsync(ctxTimeout(t, time.Minute), waiter.Mutex("silent"))
-	waitSubscribers(t, direct, "keylock:{silent}:ch", false, 1, 5*time.Second)
+	waitWaiting(t, direct, "keylock:{silent}:ch")
 	proxy.Blackhole()
 	mustUnlock(t, h) // its wake-up is swallowed
 	time.Sleep(8 * time.Second)
