@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
@@ -38,8 +39,7 @@ func ExampleMiddleware() {
 	_ = http.ListenAndServe(":8080", mux)
 }
 
-// New returns start-up errors instead of panicking; chi (5.1+ sets
-// r.PathValue) takes the same middleware: r.With(lock).Post("/orders/{id}", h).
+// New returns start-up errors instead of panicking.
 func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
@@ -64,4 +64,21 @@ func ExampleNew() {
 		_ = json.NewDecoder(r.Body).Decode(&in) // the body is still readable
 	})))
 	_ = mux
+}
+
+// With chi: the middleware goes into r.With (or r.Use on a route group);
+// chi 5.1+ sets r.PathValue for {id}.
+func ExampleMiddleware_chi() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	locks := core.New(rdb)
+	defer locks.Close()
+
+	r := chi.NewRouter()
+	r.With(httplock.Middleware(locks, "order:{path.id}", httplock.WithWait(time.Second))).
+		Post("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+			lease, _ := httplock.LeaseFrom(r) // always a lease: no WithFailOpen here
+			_ = json.NewEncoder(w).Encode(map[string]uint64{"fencing_token": lease.Token()})
+		})
+	_ = http.ListenAndServe(":8080", r)
 }
