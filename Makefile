@@ -32,7 +32,7 @@ redis:
 	fi
 
 bench: redis
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
 
 fuzz:
 	$(GO) test ./core -run '^$$' -fuzz FuzzTemplateRender -fuzztime 30s

@@ -132,7 +132,7 @@ func runLeaseScale(tb testing.TB, n int, wd time.Duration, ticks int) leaseScale
 	created0 := goroutinesCreated()
 
 	leases := make([]*core.Lease, n)
-	const workers = 16
+	const workers = 8
 	var next atomic.Int64
 	var failed atomic.Value
 	start := time.Now()
