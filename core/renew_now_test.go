@@ -47,14 +47,7 @@ func TestRenewNowTellsHoldersTheirKeysAreGone(t *testing.T) {
 	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	core.RenewNow(c)
-	for what, l := range held {
-		if cause := waitCause(t, l.Context(), 2*time.Second); !errors.Is(cause, core.ErrLockLost) {
-			t.Errorf("%s: cause %v, want ErrLockLost", what, cause)
-		}
-	}
-	t.Logf("%d holders told %s after renewNow", len(held), time.Since(start).Round(time.Millisecond))
+	toldAfterRenewNow(t, c, held, 2*time.Second)
 }
 
 // TestRenewNowAfterEmptyRestart: the server restarts without its data (and
@@ -64,10 +57,17 @@ func TestRenewNowAfterEmptyRestart(t *testing.T) {
 	c := newLocks(t, rdb)
 	held := heldByKind(t, c, "restart-")
 	srv.Restart()
+	toldAfterRenewNow(t, c, held, 5*time.Second)
+}
+
+// toldAfterRenewNow calls renewNow and checks that every lease in held is
+// cancelled with cause ErrLockLost within d.
+func toldAfterRenewNow(t *testing.T, c *core.Client, held map[string]*core.Lease, d time.Duration) {
+	t.Helper()
 	start := time.Now()
 	core.RenewNow(c)
 	for what, l := range held {
-		if cause := waitCause(t, l.Context(), 5*time.Second); !errors.Is(cause, core.ErrLockLost) {
+		if cause := waitCause(t, l.Context(), d); !errors.Is(cause, core.ErrLockLost) {
 			t.Errorf("%s: cause %v, want ErrLockLost", what, cause)
 		}
 	}

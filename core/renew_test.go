@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -33,5 +35,55 @@ func TestCloseStopsRenewalsInAPartition(t *testing.T) {
 	t.Logf("Close took %s with a renewal in flight", took)
 	if l.Context().Err() == nil {
 		t.Fatal("lease context alive after Close")
+	}
+}
+
+// TestDeadlinesKeptPerHold: many holds with fixed leases of different
+// lengths, some released early, share the Client's one deadline timer. Each
+// remaining lease is cancelled with ErrLockLost, never before its own local
+// safety deadline, and released ones are never reported lost.
+func TestDeadlinesKeptPerHold(t *testing.T) {
+	_, rdb := single(t)
+	c := newLocks(t, rdb)
+	ctx := context.Background()
+	const n = 300
+	type held struct {
+		l        *core.Lease
+		earliest time.Time // the safety deadline cannot be before this
+		at       time.Time // when the context was cancelled
+		seen     chan struct{}
+	}
+	hs := make([]*held, n)
+	for i := range hs {
+		lease := 300*time.Millisecond + time.Duration((i*7919)%1000)*time.Millisecond
+		start := time.Now()
+		l := mustLock(t, c.Mutex(fmt.Sprintf("deadline-%d", i)), ctx, core.LeaseTime(lease))
+		h := &held{l: l, earliest: start.Add(lease - lease/100 - 2*time.Millisecond), seen: make(chan struct{})}
+		context.AfterFunc(l.Context(), func() {
+			h.at = time.Now()
+			close(h.seen)
+		})
+		hs[i] = h
+	}
+	for i := 0; i < n; i += 3 { // released early: out of the heap
+		mustUnlock(t, hs[i].l)
+	}
+	for i, h := range hs {
+		cause := waitCause(t, h.l.Context(), 5*time.Second)
+		if i%3 == 0 {
+			if errors.Is(cause, core.ErrLockLost) {
+				t.Errorf("lease %d was released, then reported lost", i)
+			}
+			continue
+		}
+		if !errors.Is(cause, core.ErrLockLost) {
+			t.Errorf("lease %d: cause %v, want ErrLockLost", i, cause)
+		}
+	}
+	for i, h := range hs {
+		<-h.seen // h.at is set
+		if i%3 != 0 && h.at.Before(h.earliest) {
+			t.Errorf("lease %d cancelled %s before its safety deadline", i, h.earliest.Sub(h.at))
+		}
 	}
 }
