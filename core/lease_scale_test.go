@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,8 @@ type leaseScale struct {
 	pipeTime time.Duration // their summed duration
 	pipeMax  time.Duration // the longest one
 	pipeCmds int           // the most commands in one
+
+	redisCPU time.Duration // Redis's CPU time (user + sys) while holding
 
 	renewFailed int   // renewals that failed while holding
 	renewErr    error // the first one's error
@@ -167,6 +170,7 @@ func runLeaseScale(tb testing.TB, n int, wd time.Duration, ticks int) leaseScale
 	// Hold every lease for ticks renewal ticks.
 	pt.reset()
 	peak.Store(0)
+	cpu0 := redisCPU(tb, rdb)
 	ro.mu.Lock()
 	ro.holding = true
 	ro.mu.Unlock()
@@ -174,6 +178,7 @@ func runLeaseScale(tb testing.TB, n int, wd time.Duration, ticks int) leaseScale
 	time.Sleep(hold)
 	res.created = goroutinesCreated() - created0 - workers
 	res.ticks = float64(hold) / float64(wd/3)
+	res.redisCPU = redisCPU(tb, rdb) - cpu0
 	res.pipes, res.pipeTime, res.pipeMax, res.pipeCmds = pt.stats()
 	res.peakGoroutines = int(peak.Load())
 
@@ -190,6 +195,25 @@ func runLeaseScale(tb testing.TB, n int, wd time.Duration, ticks int) leaseScale
 		}
 	}
 	return res
+}
+
+// redisCPU is the server's CPU time so far (INFO cpu: user + sys).
+func redisCPU(tb testing.TB, rdb *redis.Client) time.Duration {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		tb.Fatalf("INFO cpu: %v", err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, f := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(line, f); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				total += x
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 func goroutinesCreated() uint64 {
@@ -248,8 +272,8 @@ func (p *pipeTimer) stats() (int, time.Duration, time.Duration, int) {
 func TestManyLeasesRenewedWithoutLoss(t *testing.T) {
 	const n = 20_000
 	r := runLeaseScale(t, n, 9*time.Second, 3)
-	t.Logf("%d leases: taken in %s; %.1f ticks: lost %d (%d while taking), goroutines %d → peak %d, %d created (but the takers), heap %.0f B/lease, %d pipelines (longest %s, most %d commands)",
-		n, r.acq.Round(time.Millisecond), r.ticks, r.lost, r.lostTaking, r.baseGoroutines, r.peakGoroutines, r.created, r.heapPerLease, r.pipes, r.pipeMax.Round(time.Millisecond), r.pipeCmds)
+	t.Logf("%d leases: taken in %s; %.1f ticks: lost %d (%d while taking), goroutines %d → peak %d, %d created (but the takers), heap %.0f B/lease, %d pipelines (longest %s, most %d commands), Redis CPU %.1f µs/renewal",
+		n, r.acq.Round(time.Millisecond), r.ticks, r.lost, r.lostTaking, r.baseGoroutines, r.peakGoroutines, r.created, r.heapPerLease, r.pipes, r.pipeMax.Round(time.Millisecond), r.pipeCmds, float64(r.redisCPU.Microseconds())/r.ticks/float64(r.n))
 	if r.lost != 0 {
 		t.Errorf("lost %d of %d leases (first cause: %v; %d renewals failed, first: %v), want 0", r.lost, n, r.cause, r.renewFailed, r.renewErr)
 	}
@@ -296,11 +320,12 @@ func BenchmarkLeaseScale(b *testing.B) {
 			b.ReportMetric(float64(r.pipeMax.Milliseconds()), "pipeline-max-ms")
 			b.ReportMetric(float64(r.pipeCmds), "pipeline-max-cmds")
 			b.ReportMetric(float64(r.acq.Milliseconds()), "acquire-ms")
+			b.ReportMetric(float64(r.redisCPU.Microseconds())/r.ticks/float64(r.n), "redis-cpu-us/renewal")
 			if r.lost != 0 {
 				// A failed benchmark prints no metrics: say them here.
-				b.Errorf("lost %d of %d leases (%d while taking them; first cause: %v; %d renewals failed, first: %v), want 0; goroutines +%d peak, %d created, %.0f B/lease heap, %.0f ms of pipelines/tick (longest %s, most %d commands), acquired in %s",
+				b.Errorf("lost %d of %d leases (%d while taking them; first cause: %v; %d renewals failed, first: %v), want 0; goroutines +%d peak, %d created, %.0f B/lease heap, %.0f ms of pipelines/tick (longest %s, most %d commands), Redis CPU %.1f µs/renewal, acquired in %s",
 					r.lost, r.n, r.lostTaking, r.cause, r.renewFailed, r.renewErr, r.peakGoroutines-r.baseGoroutines, r.created,
-					r.heapPerLease, float64(r.pipeTime.Milliseconds())/r.ticks, r.pipeMax.Round(time.Millisecond), r.pipeCmds, r.acq.Round(time.Millisecond))
+					r.heapPerLease, float64(r.pipeTime.Milliseconds())/r.ticks, r.pipeMax.Round(time.Millisecond), r.pipeCmds, float64(r.redisCPU.Microseconds())/r.ticks/float64(r.n), r.acq.Round(time.Millisecond))
 			}
 		})
 	}
