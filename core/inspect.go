@@ -490,17 +490,22 @@ func (c *Client) subscribers(ctx context.Context, channels []string) (map[string
 		})
 		return out, err
 	}
-	bySlot := map[int][]string{}
+	// SHARDNUMSUB answers for channels of any slot its node serves: one
+	// call per master.
+	byNode := map[*redis.Client][]string{}
+	var order []*redis.Client
 	for _, ch := range channels {
-		s := clusterSlot(ch)
-		bySlot[s] = append(bySlot[s], ch)
-	}
-	for _, chs := range bySlot {
-		node, err := cc.MasterForKey(ctx, chs[0])
+		node, err := cc.MasterForKey(ctx, ch)
 		if err != nil {
 			return nil, err
 		}
-		m, err := node.PubSubShardNumSub(ctx, chs...).Result()
+		if _, ok := byNode[node]; !ok {
+			order = append(order, node)
+		}
+		byNode[node] = append(byNode[node], ch)
+	}
+	for _, node := range order {
+		m, err := node.PubSubShardNumSub(ctx, byNode[node]...).Result()
 		if err != nil {
 			return nil, err
 		}
