@@ -133,7 +133,9 @@ func (c *Client) renewPass(ctx context.Context, work chan<- []renewItem, interva
 	c.mu.Lock()
 	snap := c.renew.snap[:0]
 	for _, h := range c.holds.list {
-		snap = append(snap, dueHold{left: h.deadline.Sub(start), h: h})
+		if all || h.watchdog {
+			snap = append(snap, dueHold{left: h.deadline.Sub(start), h: h})
+		}
 	}
 	c.mu.Unlock()
 	defer func() {
