@@ -159,3 +159,13 @@ func RetryHint(err error) time.Duration {
 	}
 	return MaxRetryHint
 }
+
+// Apply calls each non-nil option on c, in order: every keylock adapter
+// applies its options this way, so a nil option is ignored everywhere.
+func Apply[C any, O ~func(*C)](c *C, opts []O) {
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+}

@@ -54,13 +54,7 @@ type taskRule struct {
 	opts     []Option
 }
 
-func (c *config) apply(opts []Option) {
-	for _, o := range opts {
-		if o != nil {
-			o(c)
-		}
-	}
-}
+func (c *config) apply(opts []Option) { core.Apply(c, opts) }
 
 func (c *config) fail(format string, args ...any) {
 	c.policy.Fail(fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidOption}, args...)...))

@@ -46,11 +46,7 @@ func Middleware(locks *core.Client, template string, opts ...Option) gin.Handler
 //	ginlock: keylock: template "a:{foo.x}": placeholder {foo.x}: unknown source "foo" (…)
 func New(locks *core.Client, template string, opts ...Option) (gin.HandlerFunc, error) {
 	cfg := config{sources: core.NewSources(builtinSources), onError: defaultError}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
+	core.Apply(&cfg, opts)
 	g, err := core.NewGuard(locks, template, cfg.policy, cfg.sources)
 	if err != nil {
 		return nil, fmt.Errorf("ginlock: %w", err)

@@ -38,11 +38,7 @@ func New(locks *core.Client, opts ...Option) (*Interceptors, error) {
 		return nil, errors.New("grpclock: nil *core.Client")
 	}
 	cfg := config{sources: core.NewSources(builtinSources(nil))}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
+	core.Apply(&cfg, opts)
 	if err := cfg.policy.Err(); err != nil {
 		return nil, fmt.Errorf("grpclock: %w", err)
 	}
@@ -66,11 +62,7 @@ func newRule(locks *core.Client, rc ruleConfig, cfg *config) (*rule, error) {
 		return nil, err
 	}
 	rc.p = cfg.policy.Layer()
-	for _, o := range rc.opts {
-		if o != nil {
-			o(&rc)
-		}
-	}
+	core.Apply(&rc, rc.opts)
 	g, err := core.NewGuard(locks, rc.template, rc.p, cfg.sources.With("req", reqSource(in)))
 	if err != nil {
 		return nil, err

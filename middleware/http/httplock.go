@@ -38,11 +38,7 @@ func Middleware(locks *core.Client, template string, opts ...Option) func(http.H
 // New is Middleware returning the start-up error instead of panicking.
 func New(locks *core.Client, template string, opts ...Option) (func(http.Handler) http.Handler, error) {
 	cfg := config{sources: core.NewSources(builtinSources), onError: defaultError}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
+	core.Apply(&cfg, opts)
 	g, err := core.NewGuard(locks, template, cfg.policy, cfg.sources)
 	if err != nil {
 		return nil, fmt.Errorf("httplock: %w", err)
