@@ -302,8 +302,8 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 
 	case event.FaultRestart:
 		down := d.between(100, 1000)
-		rs := event.Record{Ev: event.Restart, T0: event.Now()}
-		err := d.redis.restart(down)
+		rs := event.Record{Ev: event.Restart}
+		err := d.redis.restart(down, func() { rs.T0 = event.Now() }, func() { rs.Start = event.Now() })
 		rs.T1 = event.Now()
 		d.record(rs)
 		if err != nil {

@@ -110,10 +110,14 @@ func (s *redisServer) kill() {
 }
 
 // restart kills the server and starts an empty one on the same port after
-// down, retrying while the port is briefly unavailable.
-func (s *redisServer) restart(down time.Duration) error {
+// down, retrying while the port is briefly unavailable. It calls killed
+// once the old server is gone and starting just before the new one is
+// launched (the first try).
+func (s *redisServer) restart(down time.Duration, killed, starting func()) error {
 	s.kill()
+	killed()
 	time.Sleep(down)
+	starting()
 	var err error
 	for range 20 {
 		if err = s.start(); err == nil {

@@ -134,7 +134,7 @@ func (r *run) classify(earlier, later *section) Class {
 		return ClassPaused
 	case r.starvedNear(earlier.pid, max(earlier.enter, later.enter-int64(StarveGrace)), later.enter):
 		return ClassStarved
-	case r.restartBetween(earlier.enter, later.enter):
+	case r.lostInRestart(earlier.enter, later.enter):
 		return ClassRestart
 	}
 	return ClassViolation

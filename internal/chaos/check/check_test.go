@@ -156,6 +156,13 @@ func TestEmptyRestartLosesTheLock(t *testing.T) {
 	if rep.Failures() != nil {
 		t.Fatalf("failures: %v, want none", rep.Failures())
 	}
+	// A Lock whose reply from the old server arrived just after the kill
+	// won on the old server: lost too.
+	var k logs
+	k.cs(1, "m", mutex, 0, 3, 1000)
+	k.add(event.Record{Ev: event.Restart, T0: ms(2), Start: ms(300), T1: ms(400)})
+	k.cs(2, "m", mutex, 310, 500, 510)
+	onlyClass(t, k.check(t).Overlaps, ClassRestart)
 	// A restart before the earlier holder entered excuses nothing.
 	var m logs
 	m.add(event.Record{Ev: event.Restart, T0: ms(0.2), T1: ms(0.5)})

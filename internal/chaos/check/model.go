@@ -80,6 +80,10 @@ type attempt struct {
 
 type window struct{ from, to int64 }
 
+// restart is Redis killed (from), a new server launched (start) and seen
+// answering (to).
+type restart struct{ from, start, to int64 }
+
 type fault struct {
 	name   string
 	target int
@@ -96,7 +100,7 @@ type run struct {
 	faults     []fault
 	pauses     map[int][]window // pid → SIGSTOP..SIGCONT
 	starved    map[int][]window // pid → times the process did not run
-	restarts   []window         // Redis killed .. new server up
+	restarts   []restart
 	exits      []event.Record
 	panics     []event.Record
 	summaries  []event.Record
@@ -188,7 +192,11 @@ func parse(recs []event.Record) (*run, error) {
 		case event.Pause:
 			r.pauses[rec.PID] = append(r.pauses[rec.PID], window{rec.T0, rec.T1})
 		case event.Restart:
-			r.restarts = append(r.restarts, window{rec.T0, rec.T1})
+			start := rec.Start
+			if start == 0 {
+				start = rec.T0
+			}
+			r.restarts = append(r.restarts, restart{rec.T0, start, rec.T1})
 		case event.Exit:
 			death[rec.PID] = rec.T1
 			r.exits = append(r.exits, rec)
@@ -242,6 +250,19 @@ func within(ws []window, from, to int64) bool {
 func (r *run) restartBetween(from, to int64) bool {
 	for _, rs := range r.restarts {
 		if rs.from > from && rs.from < to {
+			return true
+		}
+	}
+	return false
+}
+
+// lostInRestart reports whether a hold won by a Lock that returned at enter
+// was lost in an empty restart before to: Redis was killed before to, and
+// the Lock returned before the new server existed, so it won on the old one
+// (its reply may arrive just after the kill).
+func (r *run) lostInRestart(enter, to int64) bool {
+	for _, rs := range r.restarts {
+		if rs.from < to && enter < rs.start {
 			return true
 		}
 	}

@@ -62,8 +62,8 @@ const (
 	// Pause is a worker process stopped with SIGSTOP at T0 and continued
 	// with SIGCONT at T1.
 	Pause = "pause"
-	// Restart is Redis killed at T0 and a new, empty redis-server answering
-	// on the same port at T1.
+	// Restart is Redis killed at T0 (gone: every lock lost), a new, empty
+	// redis-server launched at Start and answering on the same port at T1.
 	Restart = "restart"
 	// RunEnd marks the end of the run (T1): the driver then stops workers.
 	RunEnd = "end"
@@ -150,6 +150,10 @@ type Record struct {
 
 	Fault  string `json:"fault,omitempty"`
 	Target int    `json:"target"`
+
+	// Start: when a Restart's new server was launched. Nothing acquired
+	// before then can be held by it.
+	Start int64 `json:"start,omitempty"`
 
 	// Summary: goroutines that outlived the worker's Client, one stack each.
 	Leaked []string `json:"leaked,omitempty"`
