@@ -164,6 +164,7 @@ func roundID(t try) string { return t.id + "/" + strconv.Itoa(t.seq) }
 
 func (a *redlockAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	owner, lease, round := t.owner, t.lease, roundID(t)
+	a.loadScripts(ctx)
 	start := time.Now()
 	ctx = context.WithoutCancel(ctx)
 	decided := make(chan struct{})
@@ -249,6 +250,21 @@ func (a *redlockAttempt) acquire(ctx context.Context, t try) (acquireReply, erro
 		}
 	}
 	return acquireReply{ttl: ttl}, nil
+}
+
+// loadScripts loads the scripts on every node (once per Client, in
+// parallel) before a round is timed: the one-time SCRIPT LOAD must not eat
+// a node's share of the budget.
+func (a *redlockAttempt) loadScripts(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, c := range a.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.loadScripts(ctx)
+		}()
+	}
+	wg.Wait()
 }
 
 // acquireNode runs node i's part of an acquisition, with that node's
