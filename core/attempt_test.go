@@ -325,3 +325,26 @@ func TestCloseDuringAPartitionIsBounded(t *testing.T) {
 	}
 	p.Pass()
 }
+
+func TestWaitTimeoutBoundsAnAttemptInFlight(t *testing.T) {
+	srv, direct := single(t)
+	holder := newLocks(t, direct)
+	held := mustLock(t, holder.Mutex("bounded"), context.Background())
+	defer mustUnlock(t, held)
+
+	p := redistestProxy(t, srv.Addr())
+	c := newLocks(t, retryingProxyClient(t, p.Addr(), 3*time.Second)) // go-redis's default read timeout
+	warm(t, c)
+	// Every round trip takes 2s: the first attempt is still in flight when
+	// the 300ms wait ends.
+	p.Delay(time.Second)
+	defer p.Pass()
+	start := time.Now()
+	_, err := c.Mutex("bounded").Lock(context.Background(), core.WaitTimeout(300*time.Millisecond))
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Lock with WaitTimeout(300ms) returned after %s (err %v)", d, err)
+	}
+	if !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Lock: %v, want ErrUnavailable (no reply within the wait)", err)
+	}
+}

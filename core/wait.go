@@ -26,8 +26,12 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		return nil, ErrClosed
 	}
 	var waitUntil time.Time
-	if waitTimeout > 0 {
+	bound := ctx // an attempt in flight is left when it ends
+	if wait && waitTimeout > 0 {
 		waitUntil = a.start.Add(waitTimeout)
+		var cancel context.CancelFunc
+		bound, cancel = context.WithDeadline(ctx, waitUntil)
+		defer cancel()
 	}
 	w := waitState{a: a}
 	defer w.stop()
@@ -35,10 +39,14 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 	var busy *LockedError // the last refusal, once there was one
 	for {
 		sent := time.Now()
-		rep, err := a.attempt(ctx, actx)
+		rep, err := a.attempt(bound, actx)
 		if err != nil {
 			w.handBack()
 			switch {
+			case err == errAbandoned && ctx.Err() == nil && busy != nil:
+				return nil, busy // the wait budget ran out with an attempt in flight
+			case err == errAbandoned && ctx.Err() == nil:
+				return nil, wrapRedis("acquire", a.info.Name, fmt.Errorf("no reply from Redis within the %s wait", waitTimeout))
 			case err == errAbandoned && busy != nil:
 				return nil, &lockedCtxError{locked: busy, ctxErr: ctx.Err()}
 			case err == errAbandoned:
