@@ -348,3 +348,19 @@ func TestWaitTimeoutBoundsAnAttemptInFlight(t *testing.T) {
 		t.Fatalf("Lock: %v, want ErrUnavailable (no reply within the wait)", err)
 	}
 }
+
+func TestZeroOptionsMeanTheDefault(t *testing.T) {
+	_, rdb := single(t)
+	c := newLocks(t, rdb)
+	ctx := context.Background()
+	// LeaseTime(0) is the watchdog lease, WaitTimeout(0) waits until ctx
+	// ends: the same zero meaning as the adapters' WithLeaseTime/WithWait.
+	l, err := c.Mutex("zero").Lock(ctx, core.LeaseTime(0), core.WaitTimeout(0))
+	if err != nil {
+		t.Fatalf("Lock with zero options: %v", err)
+	}
+	defer mustUnlock(t, l)
+	if ttl := rdb.PTTL(ctx, "keylock:{zero}").Val(); ttl < core.DefaultWatchdogTimeout-5*time.Second {
+		t.Fatalf("PTTL with LeaseTime(0) = %s, want the watchdog lease (%s)", ttl, core.DefaultWatchdogTimeout)
+	}
+}

@@ -171,9 +171,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"empty name", func() error { _, err := c.Mutex("").Lock(ctx); return err }, core.ErrInvalidName},
 		{"long name", func() error { _, err := c.Mutex(strings.Repeat("x", core.MaxNameLen+1)).TryLock(ctx); return err }, core.ErrInvalidName},
 		{"brace in name", func() error { _, err := c.Mutex("a}b").TryLock(ctx); return err }, core.ErrInvalidName},
-		{"zero lease", func() error { _, err := c.Mutex("n").Lock(ctx, core.LeaseTime(0)); return err }, core.ErrInvalidOption},
+		{"sub-millisecond lease", func() error { _, err := c.Mutex("n").Lock(ctx, core.LeaseTime(time.Microsecond)); return err }, core.ErrInvalidOption},
 		{"negative lease", func() error { _, err := c.Mutex("n").TryLock(ctx, core.LeaseTime(-time.Second)); return err }, core.ErrInvalidOption},
-		{"zero wait", func() error { _, err := c.Mutex("n").Lock(ctx, core.WaitTimeout(0)); return err }, core.ErrInvalidOption},
+		{"negative wait", func() error { _, err := c.Mutex("n").Lock(ctx, core.WaitTimeout(-time.Second)); return err }, core.ErrInvalidOption},
 		{"empty owner", func() error { _, err := c.Mutex("n").Lock(core.WithOwner(ctx, "")); return err }, core.ErrInvalidOption},
 		{"reserved owner", func() error { _, err := c.Mutex("n").Lock(core.WithOwner(ctx, ":token")); return err }, core.ErrInvalidOption},
 	}

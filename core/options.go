@@ -58,12 +58,14 @@ type lockConfig struct {
 
 // LeaseTime makes the lock expire d after it was acquired, with no renewal.
 // The lease's context is cancelled with ErrLockLost just before that.
-// Default: no fixed lease; the watchdog keeps the lock while it is held.
-// A non-positive d makes the acquisition fail with ErrInvalidOption.
+// Default (and d == 0, as in every adapter's WithLeaseTime): no fixed lease;
+// the watchdog keeps the lock while it is held. A negative d, or one under
+// 1ms (Redis leases are whole milliseconds), makes the acquisition fail with
+// ErrInvalidOption.
 func LeaseTime(d time.Duration) LockOption {
 	return func(c *lockConfig) {
-		if d <= 0 {
-			c.err = fmt.Errorf("%w: LeaseTime(%s) must be positive", ErrInvalidOption, d)
+		if d < 0 {
+			c.err = fmt.Errorf("%w: LeaseTime(%s) is negative", ErrInvalidOption, d)
 			return
 		}
 		c.leaseTime = d
@@ -74,12 +76,12 @@ func LeaseTime(d time.Duration) LockOption {
 // the context (which the lease's context inherits, so bounding the wait with
 // the context would also bound the work done under the lock). When the wait
 // times out, Lock returns an error matching ErrLocked (not a context error).
-// Default: wait until the context ends. A non-positive d makes the
+// Default (and d == 0): wait until the context ends. A negative d makes the
 // acquisition fail with ErrInvalidOption.
 func WaitTimeout(d time.Duration) LockOption {
 	return func(c *lockConfig) {
-		if d <= 0 {
-			c.err = fmt.Errorf("%w: WaitTimeout(%s) must be positive", ErrInvalidOption, d)
+		if d < 0 {
+			c.err = fmt.Errorf("%w: WaitTimeout(%s) is negative", ErrInvalidOption, d)
 			return
 		}
 		c.waitTimeout = d
