@@ -47,7 +47,7 @@ func (c *Client) acquireAs(ctx context.Context, p protocol, wait bool, opts []Lo
 	}
 	l, err := a.run(ctx, actx, wait, lc.waitTimeout)
 	if err != nil {
-		a.settleIfNeeded(actx)
+		a.settleIfNeeded()
 	}
 	if obs := c.cfg.observer; obs != nil {
 		ev := AcquireEndEvent{Lock: info, Attempts: a.attempts, Waited: a.waited, Duration: time.Since(a.start), Lease: l, Err: err}
@@ -138,7 +138,7 @@ func (a *attempt) giveBack() {
 // settleIfNeeded resolves, after a failed call, an acquisition that may
 // have left something on the server: a hold won by a copy of an attempt
 // whose reply was lost, a place in line, a write intent.
-func (a *attempt) settleIfNeeded(ctx context.Context) {
+func (a *attempt) settleIfNeeded() {
 	if a.sent && !a.settled && !a.answered {
 		a.c.settleLater(a.p, a.t)
 	}

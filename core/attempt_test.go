@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -155,6 +156,25 @@ func TestFailedLockLeavesNoOrphan(t *testing.T) {
 	}
 }
 
+// abandonInFlight runs lock on a Client whose link to srv takes 300ms a
+// round trip, with a 100ms context: the caller leaves while its attempt is
+// in flight. It returns once the link is healed and the abandoned attempt
+// has landed (so whatever it did on the server is there to be undone).
+func abandonInFlight(t *testing.T, srv *redistest.Server, lock func(*core.Client, context.Context) error) {
+	t.Helper()
+	p := redistestProxy(t, srv.Addr())
+	c := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second))
+	warm(t, c)
+	p.Delay(150 * time.Millisecond)
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := lock(c, short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock: %v, want DeadlineExceeded", err)
+	}
+	p.Pass()
+	time.Sleep(500 * time.Millisecond) // the abandoned attempt has landed
+}
+
 func TestAbandonedFairWaiterLeavesTheLine(t *testing.T) {
 	srv, direct := single(t)
 	holder := newLocks(t, direct)
@@ -162,19 +182,11 @@ func TestAbandonedFairWaiterLeavesTheLine(t *testing.T) {
 	ctx := context.Background()
 	held := mustLock(t, holder.FairMutex("line"), ctx)
 
-	p := redistestProxy(t, srv.Addr())
-	slow := proxyClient(t, p.Addr(), 5*time.Second)
-	c := newLocks(t, slow)
-	warm(t, c)
-	p.Delay(150 * time.Millisecond)
 	// The caller leaves while its attempt (which queues it) is in flight.
-	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	if _, err := c.FairMutex("line").Lock(short); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Lock: %v, want DeadlineExceeded", err)
-	}
-	p.Pass()
-	time.Sleep(500 * time.Millisecond) // the abandoned attempt has landed (and queued)
+	abandonInFlight(t, srv, func(c *core.Client, ctx context.Context) error {
+		_, err := c.FairMutex("line").Lock(ctx)
+		return err
+	})
 	mustUnlock(t, held)
 	// The line must not be stuck behind the waiter that left (5s waiter timeout).
 	start := time.Now()
@@ -196,18 +208,10 @@ func TestAbandonedWriterWithdrawsItsIntent(t *testing.T) {
 	rl := mustLock(t, holder.RWMutex("rw").RLocker(), ctx)
 	defer mustUnlock(t, rl)
 
-	p := redistestProxy(t, srv.Addr())
-	slow := proxyClient(t, p.Addr(), 5*time.Second)
-	c := newLocks(t, slow)
-	warm(t, c)
-	p.Delay(150 * time.Millisecond)
-	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	if _, err := c.RWMutex("rw").Lock(short); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("writer Lock: %v, want DeadlineExceeded", err)
-	}
-	p.Pass()
-	time.Sleep(500 * time.Millisecond) // the abandoned attempt landed (intent recorded)
+	abandonInFlight(t, srv, func(c *core.Client, ctx context.Context) error {
+		_, err := c.RWMutex("rw").Lock(ctx)
+		return err
+	})
 	// A new reader must not be refused for the intent's TTL (3s).
 	l, err := reader.RWMutex("rw").RLock(ctxTimeout(t, time.Second))
 	if err != nil {
@@ -304,7 +308,6 @@ func TestCloseDuringAPartitionIsBounded(t *testing.T) {
 	c := core.New(rdb)
 	warm(t, c)
 	held := mustLock(t, c.Mutex("held"), context.Background())
-	_ = held
 	p.Blackhole()
 	// Calls the Client owns are in flight: attempts whose callers left, an
 	// Unlock that gave up waiting.

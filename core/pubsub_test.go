@@ -127,6 +127,23 @@ func awaitLock(t *testing.T, out <-chan lockOutcome, d time.Duration) lockOutcom
 	}
 }
 
+// lockWithin waits for a lockAsync outcome that must be a lease, won no
+// later than within after from (when event happened: a release, the server
+// back, …); the lease is released when the test ends.
+func lockWithin(t *testing.T, out <-chan lockOutcome, from time.Time, event string, within time.Duration) {
+	t.Helper()
+	o := awaitLock(t, out, 40*time.Second)
+	if o.err != nil {
+		t.Fatalf("waiter Lock: %v", o.err)
+	}
+	t.Cleanup(func() { mustUnlock(t, o.lease) })
+	took := o.at.Sub(from)
+	t.Logf("waiter got the lock %s after %s (holder's TTL %s)", took, event, core.DefaultWatchdogTimeout)
+	if took > within {
+		t.Fatalf("waiter got the lock %s after %s, want within %s", took, event, within)
+	}
+}
+
 // A Lock whose context ends while the pub/sub connection cannot be dialed
 // (the network to Redis swallows new connections; go-redis waits its 3 s
 // ReadTimeout for the handshake) returns when its context ends.
@@ -205,16 +222,7 @@ func TestReleaseLostInPubSubOutageCostsNothing(t *testing.T) {
 	proxy.Pass()
 	back := time.Now()
 
-	o := awaitLock(t, out, 40*time.Second)
-	if o.err != nil {
-		t.Fatalf("waiter Lock: %v", o.err)
-	}
-	defer mustUnlock(t, o.lease)
-	took := o.at.Sub(back)
-	t.Logf("waiter got the lock %s after the connection could come back (holder's TTL %s)", took, core.DefaultWatchdogTimeout)
-	if took > 3*time.Second {
-		t.Fatalf("waiter got the lock %s after the connection could come back, want within 3s", took)
-	}
+	lockWithin(t, out, back, "the connection could come back", 3*time.Second)
 }
 
 // While the pub/sub connection cannot be dialed, a waiter without a deadline
@@ -233,16 +241,7 @@ func TestWaiterWithStuckPubSubStillSeesRelease(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the waiter is stuck subscribing
 	released := time.Now()
 	mustUnlock(t, h)
-	o := awaitLock(t, out, 40*time.Second)
-	if o.err != nil {
-		t.Fatalf("waiter Lock: %v", o.err)
-	}
-	defer mustUnlock(t, o.lease)
-	took := o.at.Sub(released)
-	t.Logf("waiter got the lock %s after the release (holder's TTL %s)", took, core.DefaultWatchdogTimeout)
-	if took > 5*time.Second {
-		t.Fatalf("waiter got the lock %s after the release, want within 5s", took)
-	}
+	lockWithin(t, out, released, "the release", 5*time.Second)
 }
 
 // A pub/sub connection that goes silent without being reset (a partition
@@ -267,14 +266,5 @@ func TestWaiterRecoversFromSilentPubSubPartition(t *testing.T) {
 	proxy.Pass()
 	back := time.Now()
 
-	o := awaitLock(t, out, 40*time.Second)
-	if o.err != nil {
-		t.Fatalf("waiter Lock: %v", o.err)
-	}
-	defer mustUnlock(t, o.lease)
-	took := o.at.Sub(back)
-	t.Logf("waiter got the lock %s after the partition ended (holder's TTL %s)", took, core.DefaultWatchdogTimeout)
-	if took > 6*time.Second {
-		t.Fatalf("waiter got the lock %s after the partition ended, want within 6s", took)
-	}
+	lockWithin(t, out, back, "the partition ended", 6*time.Second)
 }
