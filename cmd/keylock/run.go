@@ -86,6 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cmd := rest[0]
+	if cmd == "ui" { // the dashboard: flags of its own (ui.go)
+		return ui(ctx, o, rest[1:], stdout, stderr)
+	}
 	// Flags may also follow the command: keylock show -json NAME.
 	sub := flags(&o, stderr)
 	if err := sub.Parse(rest[1:]); err != nil {

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/dashboard"
+)
+
+const uiUsage = `usage:
+  keylock [-redis ADDR|URL] ui [-listen 127.0.0.1:8090] [-long-hold 30s] [-refresh 500ms] [-force-unlock]
+
+Serves the lock dashboard (package dashboard) until Ctrl-C. It is read-only
+unless -force-unlock is given, which needs a loopback -listen address and
+accepts force-unlocks only from loopback clients.
+
+flags:
+`
+
+// ui serves the dashboard on -listen until ctx ends; it returns the exit
+// status. Its flags follow the command (the global flags may too).
+func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer) int {
+	fs := flags(&o, stderr)
+	listen := fs.String("listen", "127.0.0.1:8090", "address to serve the dashboard on")
+	longHold := fs.Duration("long-hold", 0, "highlight holds older than this (0: none)")
+	refresh := fs.Duration("refresh", 500*time.Millisecond, "how often an open page refreshes")
+	force := fs.Bool("force-unlock", false, "offer force-unlock to loopback clients (needs a loopback -listen)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, uiUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "keylock: ui: unexpected arguments %q\n", fs.Args())
+		fs.Usage()
+		return exitUsage
+	}
+	if *force && !loopback(*listen) {
+		fmt.Fprintf(stderr, "keylock: ui: -force-unlock needs a loopback -listen address, got %q\n", *listen)
+		return exitUsage
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, o.timeout)
+	rdb, err := connect(cctx, o)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "keylock: %v\n", err)
+		return exitError
+	}
+	defer rdb.Close()
+	locks := core.New(rdb)
+	defer locks.Close()
+
+	opts := []dashboard.Option{
+		dashboard.WithLongHold(*longHold), dashboard.WithRefresh(*refresh),
+		dashboard.WithTimeout(o.timeout), dashboard.WithTitle("keylock · " + redact(o.redis)),
+	}
+	if *force {
+		opts = append(opts, dashboard.WithForceUnlock(func(r *http.Request) bool { return loopback(r.RemoteAddr) }))
+	}
+	h, err := dashboard.New(locks, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "keylock: ui: %v\n", err)
+		return exitUsage
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "keylock: ui: %v\n", err)
+		return exitError
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "keylock: dashboard of %s on http://%s/ — Ctrl-C to stop\n", redact(o.redis), ln.Addr())
+
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = srv.Shutdown(sctx)
+		cancel()
+		<-served
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "keylock: ui: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// loopback reports whether a host:port names a loopback address.
+func loopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
