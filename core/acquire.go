@@ -21,9 +21,9 @@ func (c *Client) acquireAs(ctx context.Context, p protocol, wait bool, opts []Lo
 	if lc.err != nil {
 		return nil, lc.err
 	}
-	if lc.leaseTime > 0 && lc.leaseTime < time.Millisecond {
-		// Redis leases are whole milliseconds: less would hold nothing.
-		return nil, fmt.Errorf("%w: LeaseTime(%s) is shorter than 1ms", ErrInvalidOption, lc.leaseTime)
+	if lc.leaseTime > 0 && lc.leaseTime < MinLeaseTime {
+		return nil, fmt.Errorf("%w: LeaseTime(%s) is shorter than %s: the lease would end within its drift margin",
+			ErrInvalidOption, lc.leaseTime, MinLeaseTime)
 	}
 	owner, err := c.ownerFor(ctx)
 	if err != nil {
@@ -40,7 +40,8 @@ func (c *Client) acquireAs(ctx context.Context, p protocol, wait bool, opts []Lo
 	}
 
 	a := attempt{c: c, p: p, info: info, watchdog: watchdog, start: time.Now(),
-		t: try{owner: owner, id: id, lease: lease, final: !wait}}
+		t: try{owner: owner, id: id, lease: lease, final: !wait,
+			watchdog: watchdog, wdLease: c.cfg.watchdogTimeout, replay: c.cfg.replay}}
 	actx := ctx
 	if obs := c.cfg.observer; obs != nil {
 		actx = obs.AcquireStart(ctx, AcquireStartEvent{Lock: info, Wait: wait, LeaseTime: lease, Watchdog: watchdog, Start: a.start})
@@ -80,6 +81,9 @@ type attempt struct {
 	attempts int
 	waited   time.Duration
 	reentry  bool
+	// late counts the wins in a row whose reply came past their safety
+	// deadline (maxLateWins).
+	late int
 
 	// sent is set once an attempt of t.id may have reached Redis; settled
 	// once an abandoned attempt's goroutine took over resolving it; answered
@@ -88,23 +92,40 @@ type attempt struct {
 	sent, settled, answered bool
 }
 
+// maxLateWins is how many wins in a row may come back too late to use
+// before Lock gives up: the round trip to Redis is longer than the lease.
+const maxLateWins = 3
+
 // won turns a successful attempt into a lease. It gives the lock back
 // instead when ctx ended or the Client closed meanwhile — and when the reply
 // came too late: a lease whose local safety deadline has passed is never
 // handed out (another owner may already hold the lock). late reports that
-// case, for Lock to try again with a new acquisition id.
+// case, for Lock to try again with a new acquisition id; also a win of a
+// hold this Client already knows was replaced by a later one.
+//
+// The safety deadline counts from sent (Redis cannot have started the
+// lease before) and lasts what the script reported left of the hold: a
+// copy of an earlier win answers what is left of that hold, not a whole
+// lease.
 func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l *Lease, late bool, err error) {
 	c := a.c
 	a.reentry = rep.reentry
 	lease := a.t.lease
-	if deadline := sent.Add(lease - driftMargin(lease)); !time.Now().Before(deadline) {
+	left := lease
+	if rep.left > 0 && rep.left < lease {
+		left = rep.left
+	}
+	deadline := sent.Add(left - driftMargin(lease))
+	if !time.Now().Before(deadline) {
 		a.giveBack()
 		return nil, true, fmt.Errorf("keylock: acquire %q: %w: the reply took %s, past the safety deadline of a %s lease; gave the lock back",
 			a.info.Name, ErrUnavailable, time.Since(sent).Round(time.Millisecond), lease)
 	}
 	p := a.p
-	if f, ok := p.(interface{ forID(string) protocol }); ok {
-		p = f.forID(a.t.id) // a semaphore holder is named by the acquisition id
+	if f, ok := p.(interface {
+		forLease(id string, rep acquireReply) protocol
+	}); ok {
+		p = f.forLease(a.t.id, rep) // what names the hold: a semaphore's holder id, a RedLock's node tokens
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	l = &Lease{
@@ -113,10 +134,21 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 		cancel: cancel,
 	}
 	l.ctx = &leaseContext{Context: cctx, l: l}
-	if !c.addLease(l, sent) {
+	res, replaced := c.addLease(l, deadline, rep.reentry)
+	// A fresh hold of an owner this Client saw holding another one: that
+	// one was lost behind its back (expired, force-unlocked, an empty
+	// restart). Its leases learn it now, not at the next renewal.
+	c.signalLost(replaced, ErrLockLost)
+	switch res {
+	case addClosed:
 		cancel(ErrClosed)
 		a.giveBack()
 		return nil, false, ErrClosed
+	case addStale:
+		cancel(ErrLockLost)
+		a.giveBack()
+		return nil, true, fmt.Errorf("keylock: acquire %q: %w: the hold this reply won (token %d) was already replaced by a later one",
+			a.info.Name, ErrUnavailable, rep.token)
 	}
 	if err := ctx.Err(); err != nil {
 		c.removeLease(l)

@@ -35,7 +35,15 @@ type Client struct {
 
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
+	// grace is the context of give-backs (settle.go): not ended by Close
+	// itself, but closeGrace after it, so that what attempts in flight won
+	// while the Client closed is still given back, and Close stays bounded.
+	grace       context.Context
+	cancelGrace context.CancelFunc
 }
+
+// closeGrace is how long Close lets give-backs in flight finish.
+const closeGrace = time.Second
 
 // New returns a Client that takes locks through rdb. rdb stays the caller's:
 // Close does not close it. New panics if rdb is nil; nil options are
@@ -45,6 +53,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		panic("keylock: core.New: nil redis client")
 	}
 	cfg := defaultConfig()
+	cfg.replay = replayWindow(rdb)
 	for _, o := range opts {
 		if o != nil { // nil options are ignored
 			o(&cfg)
@@ -62,6 +71,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		renew: newRenewer(),
 		done:  make(chan struct{}),
 	}
+	c.grace, c.cancelGrace = context.WithCancel(context.Background())
 	c.hub = newHub(rdb, &c.wg)
 	c.startRestartWatch()
 	c.startWatchdog()
@@ -75,10 +85,13 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // cause ErrClosed. Waiting Lock calls return ErrClosed. Close is idempotent.
 //
 // Close cancels the Redis calls the Client still has in flight on its own
-// goroutines (attempts whose callers left, releases, settling, renewals):
-// go-redis stops retrying them at once, and a reply being read ends at the
-// go-redis client's ReadTimeout at the latest. So Close returns within about
-// one ReadTimeout (3s with go-redis defaults) even during a partition.
+// goroutines (attempts whose callers left, releases, renewals): go-redis
+// stops retrying them at once, and a reply being read ends at the go-redis
+// client's ReadTimeout at the latest. What an attempt in flight won as the
+// Client closed is still given back — those give-backs get one second after
+// Close began. So Close returns within about one ReadTimeout (3s with
+// go-redis defaults) even during a partition, and in a healthy deployment
+// leaves nothing held that no lease knows of.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -90,6 +103,11 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 
 	close(c.done)
+	endGrace := time.AfterFunc(closeGrace, c.cancelGrace)
+	defer func() {
+		endGrace.Stop()
+		c.cancelGrace()
+	}()
 	for _, h := range holds {
 		c.lose(h, ErrClosed)
 	}

@@ -20,11 +20,21 @@ func decodeRenew(cmd *redis.Cmd) (bool, error) {
 	return n == 1, err
 }
 
-// decodeAcquire reads the {status, value} reply shared by acquire scripts:
-// status 1 fresh (value = token), 2 re-entry (value = token), 0 busy
-// (value = holder's pttl in ms), -1 more permits asked than a semaphore has
-// (value = its permit count), -2 a copy of an acquisition already resolved.
+// decodeAcquire reads the {status, value[, left]} reply shared by acquire
+// scripts: status 1 fresh (value = token), 2 re-entry (value = token), with
+// left = the hold's remaining lease in ms; 0 busy (value = holder's pttl in
+// ms), -1 more permits asked than a semaphore has (value = its permit
+// count), -2 a copy of an acquisition already resolved (or of a win whose
+// hold is gone).
 func decodeAcquire(v any) (acquireReply, error) {
+	var left int64
+	if arr, ok := v.([]any); ok && len(arr) == 3 {
+		n, err := toInt64(arr[2])
+		if err != nil {
+			return acquireReply{}, err
+		}
+		left, v = n, arr[:2]
+	}
 	status, val, err := pair(v)
 	if err != nil {
 		return acquireReply{}, err
@@ -35,7 +45,7 @@ func decodeAcquire(v any) (acquireReply, error) {
 	case -1:
 		return acquireReply{}, &semTooSmallError{size: int(val)}
 	case 1, 2:
-		return acquireReply{acquired: true, reentry: status == 2, token: uint64(val)}, nil
+		return acquireReply{acquired: true, reentry: status == 2, token: uint64(val), left: msDur(left)}, nil
 	default:
 		return acquireReply{ttl: msDur(val)}, nil
 	}

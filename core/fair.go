@@ -13,8 +13,8 @@ import (
 const DefaultFairWaiterTimeout = 5 * time.Second
 
 var (
-	scriptFairAcquire = registerScript("fair_acquire", "lib_fence", "lib_attempt")
-	scriptFairRelease = registerScript("fair_release", "lib_fence", "lib_queue", "lib_attempt")
+	scriptFairAcquire = registerScript("fair_acquire", "lib_fence", "lib_attempt", "lib_hold")
+	scriptFairRelease = registerScript("fair_release", "lib_fence", "lib_queue", "lib_attempt", "lib_hold")
 	scriptFairLeave   = registerScript("fair_leave", "lib_fence", "lib_queue")
 )
 
@@ -37,6 +37,7 @@ type FairMutex struct {
 	k             keys
 	queue         string // list of waiting owners
 	deadlines     string // zset owner -> eviction deadline (server ms)
+	standing      string // hash owner -> the attempt standing in its place in line
 	chPrefix      string // a waiter's channel is chPrefix + owner
 	waiterTimeout time.Duration
 	err           error
@@ -68,6 +69,7 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 		c: c, k: k,
 		queue:         k.sub("queue"),
 		deadlines:     k.sub("timeouts"),
+		standing:      k.sub("standing"),
 		chPrefix:      k.ch + ":",
 		waiterTimeout: DefaultFairWaiterTimeout,
 		err:           validateName(name),
@@ -133,8 +135,9 @@ func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 		join = "1"
 	}
 	return a.c.acquireScript(ctx, a, t, scriptFairAcquire,
-		[]string{a.k.lock, a.queue, a.deadlines, a.k.fence, a.chPrefix, a.k.receipt(t.id)},
-		t.owner, ms(t.lease), ms(fenceTTL), ms(a.waiterTimeout), pub, join, t.recordTTL())
+		[]string{a.k.lock, a.queue, a.deadlines, a.k.fence, a.chPrefix, a.k.receipt(t.id), a.standing},
+		t.owner, ms(t.lease), ms(fenceTTL), ms(a.waiterTimeout), pub, join, t.recordTTL(),
+		boolArg(t.watchdog), t.replayArg(), t.id)
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy
@@ -142,7 +145,7 @@ func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 // first, so that no late copy can queue it again. If it fails, a waiter is
 // evicted after the waiter timeout anyway.
 func (a fairAttempt) abort(ctx context.Context, t try) error {
-	if _, err := a.releaseAs(ctx, t.owner, t.id, t.lease, "1"); err != nil {
+	if _, err := a.releaseAs(ctx, t.abortRelease(), "1"); err != nil {
 		return err
 	}
 	if !a.wait {
@@ -152,27 +155,27 @@ func (a fairAttempt) abort(ctx context.Context, t try) error {
 	if err != nil {
 		return err
 	}
-	return scriptFairLeave.run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix}, t.owner, pub).Err()
+	return scriptFairLeave.run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix, a.standing}, t.owner, pub, t.id).Err()
 }
 
-func (a fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
-	return scriptMutexRenew.EvalSha(ctx, pipe, []string{a.k.lock}, owner, ms(lease))
+func (a fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd {
+	return scriptMutexRenew.EvalSha(ctx, pipe, []string{a.k.lock}, r.owner, ms(r.lease), tokenArg(r.token))
 }
 
-func (a fairAttempt) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
-	return decodeRenew(scriptMutexRenew.run(ctx, a.c.rdb, []string{a.k.lock}, owner, ms(lease)))
+func (a fairAttempt) renewOne(ctx context.Context, r renewal) (bool, error) {
+	return decodeRenew(scriptMutexRenew.run(ctx, a.c.rdb, []string{a.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
 }
 
-func (a fairAttempt) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
-	return a.releaseAs(ctx, owner, leaseID, lease, "0")
+func (a fairAttempt) release(ctx context.Context, r releaseArgs) (releaseReply, error) {
+	return a.releaseAs(ctx, r, "0")
 }
 
-func (a fairAttempt) releaseAs(ctx context.Context, owner, id string, lease time.Duration, abort string) (releaseReply, error) {
+func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string) (releaseReply, error) {
 	pub, err := a.c.hub.publishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptFairRelease.run(ctx, a.c.rdb,
-		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(id), a.chPrefix},
-		owner, ms(lease), pub, ms(receiptTTL), abort))
+		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix},
+		r.owner, ms(r.wdLease), pub, ms(receiptTTL), abort, tokenArg(r.token), boolArg(r.watchdog)))
 }

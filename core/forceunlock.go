@@ -64,6 +64,12 @@ type ForceUnlockObserver interface {
 // remove, but its waiters are woken all the same, instead of sleeping until
 // the old holder's lease would have ended. The fencing counter, the fair
 // queue, RW write intents and a semaphore's permit count are kept.
+//
+// It is idempotent: a copy of the call that go-redis retried, or that
+// arrived late, answers the first copy's result and frees nothing — in
+// particular not the hold of a waiter the first copy woke. Once the lock is
+// freed, a failure to look up the holders' identities leaves them out of
+// the result instead of failing it.
 func (c *Client) ForceUnlock(ctx context.Context, name string) (*ForceUnlockResult, error) {
 	if err := validateName(name); err != nil {
 		return nil, err
@@ -85,8 +91,11 @@ func (c *Client) forceUnlock(ctx context.Context, name string) (*ForceUnlockResu
 	}
 	k := newKeys(name)
 	ks := append(lockKeys(k), wakeChannels(k)...)
-	ks = append(ks, k.ch+":")
-	v, err := scriptForceUnlock.run(ctx, c.rdb, ks, pub, inspectQueueLimit).Result()
+	// The receipt makes the call idempotent: a copy of it (go-redis retried
+	// it, or it arrived late) answers the first copy's result and frees
+	// nothing — not the hold of a waiter the first copy woke.
+	ks = append(ks, k.ch+":", k.sub("force:"+c.newID()))
+	v, err := scriptForceUnlock.run(ctx, c.rdb, ks, pub, inspectQueueLimit, ms(receiptTTL)).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -114,8 +123,9 @@ func (c *Client) forceUnlock(ctx context.Context, name string) (*ForceUnlockResu
 	// The clients the script's wake-ups reached are the ones that waited.
 	st.addWaiting(reached)
 	woken := reached[0] + reached[1] + reached[2]
-	if err := c.identify(ctx, []*LockState{st}); err != nil {
-		return nil, err
-	}
+	// The lock is freed by now: a failed identity lookup leaves the holders'
+	// identities out of the result, it does not turn the result into an
+	// error (an operator retrying would free the next holder).
+	_ = c.identify(ctx, []*LockState{st})
 	return &ForceUnlockResult{Removed: st, Freed: st.Held, KeysDeleted: int(deleted), WokenClients: int(woken), WokenHead: head}, nil
 }

@@ -13,6 +13,7 @@ import (
 type hold struct {
 	key      string // p.holdKey()
 	owner    string
+	token    uint64 // the hold's fencing token: it names the hold in Redis
 	p        protocol
 	lease    time.Duration
 	deadline time.Time // local safety deadline: stop believing before Redis expires it
@@ -97,20 +98,44 @@ func driftMargin(lease time.Duration) time.Duration {
 	return lease/100 + 2*time.Millisecond
 }
 
-// addLease registers a lease acquired at sent (the moment the acquire was
-// sent, which Redis's lease cannot start before). It reports false when the
-// Client was closed meanwhile.
-func (c *Client) addLease(l *Lease, sent time.Time) bool {
+// addResult is what addLease did with a lease.
+type addResult int
+
+const (
+	addOK     addResult = iota // registered with its hold
+	addClosed                  // the Client was closed meanwhile
+	addStale                   // its hold was already replaced by a later one
+)
+
+// addLease registers a lease whose local safety deadline is deadline. The
+// hold is named by its fencing token: a lease of the hold the owner already
+// has here joins it; a lease with a later token means that hold was lost
+// behind the Client's back and a fresh one began — the old hold is ended,
+// and its leases are returned, to be told (replaced); a lease with an
+// earlier token belongs to a hold already gone (addStale). A RedLock
+// re-entry keeps the hold's token: a different majority may report a
+// different one.
+func (c *Client) addLease(l *Lease, deadline time.Time, reentry bool) (res addResult, replaced []*Lease) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return false
+		return addClosed, nil
 	}
-	deadline := sent.Add(l.lease - driftMargin(l.lease))
 	key := l.p.holdKey()
 	h := c.holds.byID[holdID{key, l.info.Owner}]
+	if h != nil && h.token != l.token {
+		switch {
+		case reentry && isAloneRenewer(h.p):
+			l.token = h.token
+		case l.token < h.token:
+			return addStale, nil
+		default:
+			replaced = append([]*Lease(nil), c.detach(h)...)
+			h = nil
+		}
+	}
 	if h == nil {
-		h = &hold{key: key, owner: l.info.Owner, p: l.p, lease: l.lease, watchdog: l.watchdog, deadline: deadline}
+		h = &hold{key: key, owner: l.info.Owner, token: l.token, p: l.p, lease: l.lease, watchdog: l.watchdog, deadline: deadline}
 		c.holds.add(h)
 		c.kickRestartWatch() // restart.go: a hold began
 	} else {
@@ -123,18 +148,16 @@ func (c *Client) addLease(l *Lease, sent time.Time) bool {
 	}
 	h.leases = append(h.leases, l)
 	l.hold = h
-	return true
+	return addOK, replaced
 }
 
 // releaseStarted and releaseDone bracket an Unlock in flight.
-func (c *Client) releaseStarted(l *Lease) time.Duration {
+func (c *Client) releaseStarted(l *Lease) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l.hold == nil {
-		return l.lease
+	if l.hold != nil {
+		l.hold.releasing++
 	}
-	l.hold.releasing++
-	return l.hold.lease
 }
 
 // releaseDone ends the release and removes the lease from its hold in one

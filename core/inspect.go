@@ -315,8 +315,8 @@ func (s *snapshot) state(name string) *LockState {
 			mode = KindWrite
 		}
 		for owner, n := range s.hash {
-			if owner == ":token" {
-				continue
+			if strings.HasPrefix(owner, ":") {
+				continue // the hold's bookkeeping (':token', ':wd', ':fx'): owner ids never start with ':'
 			}
 			cnt, _ := strconv.Atoi(n)
 			st.Holders = append(st.Holders, Holder{Owner: owner, Mode: mode, Count: cnt, TTL: ttl, Token: st.Token, Since: tokenTime(st.Token, s.now)})

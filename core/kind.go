@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,15 +28,51 @@ type protocol interface {
 	// can win; a waiter's place in line (fair lock, RW write intent) is
 	// given up. It is idempotent.
 	abort(ctx context.Context, t try) error
-	// renew queues one renewal on pipe; the reply is decoded by renewed.
-	renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd
+	// renew queues one renewal of the hold r names on pipe; the reply is
+	// decoded by decodeRenew.
+	renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd
 	// renewOne runs one renewal directly (used when a pipelined renewal hit
-	// NOSCRIPT). It reports whether the owner still holds the lock.
-	renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error)
-	// release gives back one hold; leaseID makes retries idempotent.
-	release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error)
+	// NOSCRIPT). It reports whether the hold r names still lives.
+	renewOne(ctx context.Context, r renewal) (bool, error)
+	// release gives back one lease of the hold r names; r.id makes retries
+	// idempotent. A hold that is gone (a later hold of the same owner
+	// included) is never touched: the reply says not held.
+	release(ctx context.Context, r releaseArgs) (releaseReply, error)
 	// channel is the wake-up channel the waiter of owner subscribes to.
 	channel(owner string) string
+}
+
+// renewal names the hold a renewal is for: its owner and fencing token.
+// lease 0 only checks that the hold lives (renewNow, fixed LeaseTime).
+type renewal struct {
+	owner string
+	token uint64
+	lease time.Duration
+}
+
+// releaseArgs names the lease a release gives back: its id (the receipt), its
+// owner, and the hold it belongs to by fencing token (0: unknown — an
+// attempt being resolved — the script reads it from the attempt's record).
+type releaseArgs struct {
+	owner string
+	id    string
+	token uint64
+	// watchdog: the lease is renewed by the watchdog (not a fixed
+	// LeaseTime); wdLease is the watchdog lease the hold keeps while such
+	// a lease of it remains.
+	watchdog bool
+	wdLease  time.Duration
+}
+
+// tokenArg is a fencing token as a script argument.
+func tokenArg(t uint64) string { return strconv.FormatUint(t, 10) }
+
+// boolArg is a flag as a script argument.
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // try is what one acquisition sends with each attempt.
@@ -50,6 +87,19 @@ type try struct {
 	// final is set when no retry follows a refusal (TryLock): the script
 	// then marks the attempt over at once.
 	final bool
+	// watchdog: the lease is renewed by the watchdog; wdLease is the
+	// watchdog lease (what a give-back keeps for the hold's other leases).
+	watchdog bool
+	wdLease  time.Duration
+	// replay is how long a closed attempt's record is kept: as long as a
+	// copy of its command can still arrive (Client.replayWindow).
+	replay time.Duration
+}
+
+// abortRelease is the release that resolves t (protocol.abort): the hold's
+// token comes from the attempt's record.
+func (t try) abortRelease() releaseArgs {
+	return releaseArgs{owner: t.owner, id: t.id, watchdog: t.watchdog, wdLease: t.wdLease}
 }
 
 // recordTTL is how long an attempt's record is kept: at least as long as
@@ -58,20 +108,23 @@ type try struct {
 func (t try) recordTTL() string { return ms(max(t.lease, receiptTTL)) }
 
 // finalArg is the script argument of t.final.
-func (t try) finalArg() string {
-	if t.final {
-		return "1"
-	}
-	return "0"
-}
+func (t try) finalArg() string { return boolArg(t.final) }
+
+// replayArg is the script argument of t.replay.
+func (t try) replayArg() string { return ms(max(t.replay, time.Millisecond)) }
 
 // acquireReply is the decoded answer to one acquisition attempt.
 type acquireReply struct {
 	acquired bool
 	reentry  bool
 	token    uint64
+	// left is the won hold's remaining lease when the script ran (a copy
+	// of an earlier win answers what is left of it); 0: not reported.
+	left time.Duration
 	// ttl is the holder's remaining lease when not acquired (<0: unknown).
 	ttl time.Duration
+	// nodes are a RedLock's per-node fencing tokens of the hold won.
+	nodes []uint64
 }
 
 // releaseReply is the decoded answer to a release.

@@ -89,7 +89,8 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	// freeing it early helps the next owner — but Unlock reports ErrNotHeld:
 	// the caller was not covered by the lock since the loss.
 	lost := errors.Is(context.Cause(l.ctx), ErrLockLost)
-	rep, err := l.release(ctx, l.c.releaseStarted(l))
+	l.c.releaseStarted(l)
+	rep, err := l.release(ctx)
 	// Whatever the outcome, the lease leaves its hold now. On an error the
 	// caller is done with the lock even if Redis did not hear it: it is no
 	// longer renewed, so it expires within its lease unless a retried Unlock
@@ -124,11 +125,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 // end it runs on a Client-owned goroutine and Unlock returns errAbandoned as
 // soon as ctx ends; the release then lands or not on its own, and a retried
 // Unlock is safe either way (release receipts).
-func (l *Lease) release(ctx context.Context, lease time.Duration) (releaseReply, error) {
+func (l *Lease) release(ctx context.Context) (releaseReply, error) {
+	r := releaseArgs{owner: l.info.Owner, id: l.id, token: l.token, watchdog: l.watchdog, wdLease: l.c.cfg.watchdogTimeout}
 	call := func() (releaseReply, error) {
 		cctx, cancel := l.c.callContext(ctx)
 		defer cancel()
-		return l.p.release(cctx, l.info.Owner, l.id, lease)
+		return l.p.release(cctx, r)
 	}
 	if ctx.Done() == nil && !l.c.isClosed() {
 		return call()
@@ -143,7 +145,7 @@ func (l *Lease) release(ctx context.Context, lease time.Duration) (releaseReply,
 		done <- result{rep, err}
 	}) {
 		// The Client is closed: release in place, bounded by ctx.
-		return l.p.release(ctx, l.info.Owner, l.id, lease)
+		return l.p.release(ctx, r)
 	}
 	select {
 	case r := <-done:

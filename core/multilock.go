@@ -179,19 +179,19 @@ func (h *multiHold) acquire(context.Context, try) (acquireReply, error) {
 
 // abort has nothing to resolve: each sub-lock's acquisition resolved its own.
 func (h *multiHold) abort(context.Context, try) error { return nil }
-func (h *multiHold) renew(ctx context.Context, _ redis.Pipeliner, _ string, _ time.Duration) *redis.Cmd {
+func (h *multiHold) renew(ctx context.Context, _ redis.Pipeliner, _ renewal) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)
 	cmd.SetErr(errMultiHold)
 	return cmd
 }
-func (h *multiHold) renewOne(context.Context, string, time.Duration) (bool, error) {
+func (h *multiHold) renewOne(context.Context, renewal) (bool, error) {
 	return false, errMultiHold
 }
 
 // release unlocks every lock not released yet, in parallel. It fails (the
 // lease stays held, Unlock may be retried) if any could not be reached; it
 // reports not held if any lock had been lost.
-func (h *multiHold) release(ctx context.Context, _, _ string, _ time.Duration) (releaseReply, error) {
+func (h *multiHold) release(ctx context.Context, _ releaseArgs) (releaseReply, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	errs := make([]error, len(h.subs))

@@ -69,33 +69,33 @@ func msDur(n int64) time.Duration      { return time.Duration(n) * time.Millisec
 
 func (m *Mutex) acquire(ctx context.Context, t try) (acquireReply, error) {
 	return m.c.acquireScript(ctx, m, t, scriptMutexAcquire, []string{m.k.lock, m.k.fence, m.k.receipt(t.id)},
-		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg())
+		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), boolArg(t.watchdog), t.replayArg())
 }
 
 func (m *Mutex) abort(ctx context.Context, t try) error {
-	_, err := m.releaseAs(ctx, t.owner, t.id, t.lease, "1")
+	_, err := m.releaseAs(ctx, t.abortRelease(), "1")
 	return err
 }
 
-func (m *Mutex) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
-	return scriptMutexRenew.EvalSha(ctx, pipe, []string{m.k.lock}, owner, ms(lease))
+func (m *Mutex) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd {
+	return scriptMutexRenew.EvalSha(ctx, pipe, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(r.token))
 }
 
-func (m *Mutex) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
-	return decodeRenew(scriptMutexRenew.run(ctx, m.c.rdb, []string{m.k.lock}, owner, ms(lease)))
+func (m *Mutex) renewOne(ctx context.Context, r renewal) (bool, error) {
+	return decodeRenew(scriptMutexRenew.run(ctx, m.c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
 }
 
-func (m *Mutex) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
-	return m.releaseAs(ctx, owner, leaseID, lease, "0")
+func (m *Mutex) release(ctx context.Context, r releaseArgs) (releaseReply, error) {
+	return m.releaseAs(ctx, r, "0")
 }
 
 // releaseAs runs the release script; abort "1" resolves an acquisition of
 // unknown outcome instead (see protocol.abort).
-func (m *Mutex) releaseAs(ctx context.Context, owner, id string, lease time.Duration, abort string) (releaseReply, error) {
+func (m *Mutex) releaseAs(ctx context.Context, r releaseArgs, abort string) (releaseReply, error) {
 	pub, err := m.c.hub.publishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptMutexRelease.run(ctx, m.c.rdb, []string{m.k.lock, m.k.receipt(id), m.k.ch},
-		owner, ms(lease), pub, ms(receiptTTL), abort))
+	return decodeRelease(scriptMutexRelease.run(ctx, m.c.rdb, []string{m.k.lock, m.k.receipt(r.id), m.k.ch},
+		r.owner, ms(r.wdLease), pub, ms(receiptTTL), abort, tokenArg(r.token), boolArg(r.watchdog)))
 }

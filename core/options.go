@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultWatchdogTimeout is the lease of a lock taken without LeaseTime; the
@@ -18,6 +20,9 @@ type config struct {
 	releaseTimeout  time.Duration
 	replica         *replicaSync // WithReplicaSync; nil: off
 	identity        *Identity    // WithIdentity (identity.go); nil: none
+	// replay is how long a closed attempt's record is kept in Redis: the
+	// time a copy of its command can still arrive (replayWindow).
+	replay time.Duration
 }
 
 func defaultConfig() config {
@@ -44,6 +49,31 @@ func WithWatchdogTimeout(d time.Duration) Option {
 // ignored. Default: none, which costs nothing.
 func WithObserver(o Observer) Option {
 	return func(c *config) { c.observer = Observers(c.observer, o) }
+}
+
+// MinLeaseTime is the shortest LeaseTime accepted: a shorter lease would
+// end within the drift margin every lease keeps (1% + 2ms), before its
+// holder could use it.
+const MinLeaseTime = 10 * time.Millisecond
+
+// replayWindow is how long a copy of a command sent through rdb can still
+// reach Redis: go-redis retries a command that timed out (MaxRetries) and a
+// slow network delivers a copy late, but neither outlives the client's
+// write and read timeouts by much. A closed attempt's record — a refused
+// TryLock's, above all — is kept that long, not a whole lease: 8s with
+// go-redis's defaults (3s + 3s + 2s), between 5s and 30s.
+func replayWindow(rdb any) time.Duration {
+	read, write := 3*time.Second, 3*time.Second
+	switch r := rdb.(type) {
+	case interface{ Options() *redis.Options }:
+		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
+	case interface{ Options() *redis.ClusterOptions }:
+		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
+	}
+	if read <= 0 || write <= 0 { // no timeout: copies are not bounded by one
+		return receiptTTL
+	}
+	return min(max(read+write+2*time.Second, 5*time.Second), receiptTTL)
 }
 
 // LockOption configures one acquisition.

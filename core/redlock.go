@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	scriptRedlockAcquire = registerScript("redlock_acquire", "lib_fence", "lib_attempt")
+	scriptRedlockAcquire = registerScript("redlock_acquire", "lib_fence", "lib_attempt", "lib_hold")
 	scriptRedlockFence   = registerScript("redlock_fence")
 )
 
@@ -134,6 +134,26 @@ func (r *RedLock) lock(ctx context.Context, wait bool, opts []LockOption) (*Leas
 type redlockAttempt struct {
 	*RedLock
 	budgetEnd time.Time
+	// tokens are, in a lease's copy (forLease), the fencing token of the
+	// hold on each node (0: the node did not grant it): renewals and
+	// releases name the hold on each node by it.
+	tokens []uint64
+}
+
+// forLease is the protocol of the lease won with rep: a copy that knows
+// the hold's token on every node.
+func (a *redlockAttempt) forLease(_ string, rep acquireReply) protocol {
+	cp := *a
+	cp.tokens = rep.nodes
+	return &cp
+}
+
+// nodeToken is the hold's token on node i (0 when unknown).
+func (a *redlockAttempt) nodeToken(i int) uint64 {
+	if i < len(a.tokens) {
+		return a.tokens[i]
+	}
+	return 0
 }
 
 func (a *redlockAttempt) info() LockInfo        { return LockInfo{Kind: KindRedLock, Name: a.k.name} }
@@ -219,14 +239,14 @@ func (a *redlockAttempt) acquire(ctx context.Context, t try) (acquireReply, erro
 	}
 
 	if len(counted) >= a.quorum {
-		token, reentry, err := a.fence(ctx, owner, lease, replies, granted)
+		token, reentry, nodes, err := a.fence(ctx, owner, lease, round, replies, granted)
 		validity := lease - time.Since(start) - driftMargin(lease)
 		if err == nil && validity <= 0 {
 			err = fmt.Errorf("acquiring took %s, longer than the %s lease allows", time.Since(start), lease)
 		}
 		if err == nil {
 			won = true
-			return acquireReply{acquired: true, reentry: reentry, token: token}, nil
+			return acquireReply{acquired: true, reentry: reentry, token: token, left: lease, nodes: nodes}, nil
 		}
 		a.abortNodes(t, round, unsettled(replies, got))
 		return acquireReply{}, fmt.Errorf("redlock %q: %w", a.k.name, err)
@@ -275,7 +295,7 @@ func (a *redlockAttempt) acquireNode(ctx context.Context, i int, t try, round st
 	nt := t
 	nt.id = round
 	v, acked, err := c.evalWrite(ctx, scriptRedlockAcquire, []string{m.k.lock, m.k.fence, m.k.receipt(round)},
-		t.owner, ms(t.lease), ms(fenceTTL), nt.recordTTL())
+		t.owner, ms(t.lease), ms(fenceTTL), nt.recordTTL(), boolArg(t.watchdog), t.replayArg())
 	if err != nil {
 		return nodeReply{err: err}
 	}
@@ -314,15 +334,20 @@ func unsettled(replies []nodeReply, got []bool) []int {
 
 // fence makes the RedLock's token: the largest token of the granting nodes,
 // written back to them so that every later majority sees it. An acquisition
-// that re-entered on every granting node keeps the token of its hold.
-func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Duration, replies []nodeReply, granted []int) (token uint64, reentry bool, err error) {
+// that re-entered on every granting node keeps the token of its hold. nodes
+// is the hold's token on each node afterwards (0 where not granted; the
+// RedLock's token where it was raised — a node whose raise failed then
+// names a hold it does not have, and counts as lost: a minority).
+func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Duration, round string, replies []nodeReply, granted []int) (token uint64, reentry bool, nodes []uint64, err error) {
 	reentry = true
+	nodes = make([]uint64, len(a.clients))
 	for _, i := range granted {
 		token = max(token, uint64(replies[i].val))
 		reentry = reentry && replies[i].status == 2
+		nodes[i] = uint64(replies[i].val)
 	}
 	if reentry {
-		return token, true, nil
+		return token, true, nodes, nil
 	}
 	var raise []int
 	for _, i := range granted {
@@ -334,7 +359,7 @@ func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Dur
 	need := len(a.clients) - a.quorum + 1
 	have := len(granted) - len(raise)
 	if have >= need {
-		return token, false, nil
+		return token, false, nodes, nil
 	}
 	tok := strconv.FormatUint(token, 10)
 	sub := make([]*Client, len(raise))
@@ -343,18 +368,19 @@ func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Dur
 	}
 	replies2, got := fanout(sub, a.nodeTimeout(lease), func(j int, c *Client) nodeReply {
 		m := a.nodes[raise[j]]
-		n, err := scriptRedlockFence.run(ctx, c.rdb, []string{m.k.lock, m.k.fence}, owner, tok, ms(fenceTTL)).Int64()
+		n, err := scriptRedlockFence.run(ctx, c.rdb, []string{m.k.lock, m.k.fence, m.k.receipt(round)}, owner, tok, ms(fenceTTL)).Int64()
 		return nodeReply{status: n, err: err}
 	}, nil)
-	for j := range raise {
+	for j, i := range raise {
+		nodes[i] = token
 		if got[j] && replies2[j].err == nil {
 			have++
 		}
 	}
 	if have < need {
-		return 0, false, fmt.Errorf("fencing token %d reached %d nodes, need %d", token, have, need)
+		return 0, false, nil, fmt.Errorf("fencing token %d reached %d nodes, need %d", token, have, need)
 	}
-	return token, false, nil
+	return token, false, nodes, nil
 }
 
 // abortNodes resolves round on each of the given nodes, in parallel, with
@@ -371,7 +397,9 @@ func (a *redlockAttempt) abortNodes(t try, round string, nodes []int) {
 	fanout(sub, a.clients[0].cfg.releaseTimeout, func(j int, c *Client) nodeReply {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
 		defer cancel()
-		_, err := a.nodes[nodes[j]].releaseAs(ctx, t.owner, round, t.lease, "1")
+		r := t.abortRelease()
+		r.id = round
+		_, err := a.nodes[nodes[j]].releaseAs(ctx, r, "1")
 		return nodeReply{err: err}
 	}, nil)
 }
@@ -391,9 +419,9 @@ func (a *redlockAttempt) abort(_ context.Context, t try) error {
 // is already complete (the pipeline of the first client's watchdog is not
 // used): 1 while a majority holds the lock, 0 once more than N − majority
 // nodes said they no longer hold it, an error otherwise.
-func (a *redlockAttempt) renew(ctx context.Context, _ redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
+func (a *redlockAttempt) renew(ctx context.Context, _ redis.Pipeliner, r renewal) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)
-	ok, err := a.renewOne(ctx, owner, lease)
+	ok, err := a.renewOne(ctx, r)
 	switch {
 	case err != nil:
 		cmd.SetErr(err)
@@ -407,8 +435,8 @@ func (a *redlockAttempt) renew(ctx context.Context, _ redis.Pipeliner, owner str
 
 func (a *redlockAttempt) renewsAlone() {}
 
-func (a *redlockAttempt) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
-	bound := lease / 3
+func (a *redlockAttempt) renewOne(ctx context.Context, r renewal) (bool, error) {
+	bound := r.lease / 3
 	if d, ok := ctx.Deadline(); ok {
 		bound = min(bound, max(time.Until(d), minNodeTimeout))
 	}
@@ -431,7 +459,7 @@ func (a *redlockAttempt) renewOne(ctx context.Context, owner string, lease time.
 	}
 	replies, got := fanoutUntil(a.clients, bound, func(i int, c *Client) nodeReply {
 		m := a.nodes[i]
-		ok, err := decodeRenew(scriptMutexRenew.run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock}, owner, ms(lease)))
+		ok, err := decodeRenew(scriptMutexRenew.run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(a.nodeToken(i))))
 		if ok {
 			return nodeReply{status: 1, err: err}
 		}
@@ -463,13 +491,18 @@ func (a *redlockAttempt) renewOne(ctx context.Context, owner string, lease time.
 // release gives back one hold on every node at once. It succeeds when a
 // majority answered (nodes that are down are skipped: their holds expire);
 // the lease was held if a majority still held it.
-func (a *redlockAttempt) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
+func (a *redlockAttempt) release(ctx context.Context, r releaseArgs) (releaseReply, error) {
 	bound := a.clients[0].cfg.releaseTimeout
 	if d, ok := ctx.Deadline(); ok {
 		bound = max(time.Until(d), time.Millisecond)
 	}
 	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
-		rep, err := a.nodes[i].release(context.WithoutCancel(ctx), owner, leaseID, lease)
+		nr := r
+		nr.token = a.nodeToken(i)
+		if nr.token == 0 {
+			return nodeReply{status: -1} // the node never granted this hold
+		}
+		rep, err := a.nodes[i].release(context.WithoutCancel(ctx), nr)
 		if !rep.held {
 			return nodeReply{status: -1, err: err}
 		}

@@ -56,6 +56,11 @@ type renewItem struct {
 	err   error
 }
 
+// renewal names the item's hold (owner and token never change).
+func (it *renewItem) renewal() renewal {
+	return renewal{owner: it.h.owner, token: it.h.token, lease: it.lease}
+}
+
 // startWatchdog starts the renewal loop, its workers and the deadline watch.
 func (c *Client) startWatchdog() {
 	c.wg.Add(2)
@@ -260,7 +265,7 @@ func (c *Client) pipeRenewals(ctx context.Context, items []renewItem, pick func(
 	} else {
 		for i := range items {
 			if it := &items[i]; pick(i) {
-				it.cmd = it.h.p.renew(ctx, pipe, it.h.owner, it.lease)
+				it.cmd = it.h.p.renew(ctx, pipe, it.renewal())
 			}
 		}
 	}
@@ -309,7 +314,11 @@ func (c *Client) applyRenewals(sent time.Time, items []renewItem) {
 		if obs != nil && it.lease > 0 && len(h.leases) > 0 {
 			events = append(events, RenewEvent{Lock: h.leases[0].info, Lease: h.leases[0], Err: err})
 		}
-		if err == ErrLockLost && h.releasing == 0 {
+		// A hold found gone while Unlocks are in flight may be the last
+		// of them landing first; but while a lease of it is left that no
+		// Unlock is ending, the hold was lost (an empty restart, a
+		// force-unlock), and its other leases are told now.
+		if err == ErrLockLost && len(h.leases) > int(h.releasing) {
 			lost = append(lost, c.detach(h)...)
 		}
 	}
@@ -342,7 +351,7 @@ func (c *Client) renewAlone(ctx context.Context, h *hold, budget time.Duration) 
 		defer cancel()
 		sent := time.Now()
 		it := renewItem{h: h, lease: lease}
-		it.ok, it.err = h.p.renewOne(ctx, h.owner, lease)
+		it.ok, it.err = h.p.renewOne(ctx, it.renewal())
 		c.applyRenewals(sent, []renewItem{it})
 	}) {
 		done()

@@ -54,22 +54,22 @@ func (c *Client) queueBatch(ctx context.Context, pipe redis.Pipeliner, items []r
 			continue
 		}
 		it := &items[i]
-		args := it.h.p.renew(ctx, scratch, it.h.owner, it.lease).Args()
-		// evalsha, sha, numkeys, keys..., owner, lease
+		args := it.h.p.renew(ctx, scratch, it.renewal()).Args()
+		// evalsha, sha, numkeys, keys..., owner, lease, token
 		if len(args) >= 3 {
 			sha, _ := args[1].(string)
 			n, _ := args[2].(int)
-			if shape, nk := batchShape(sha); nk > 0 && n == nk && len(args) == 3+nk+2 {
+			if shape, nk := batchShape(sha); nk > 0 && n == nk && len(args) == 3+nk+3 {
 				for _, k := range args[3 : 3+nk] {
 					s, _ := k.(string)
 					keys = append(keys, s)
 				}
-				argv = append(argv, shape, args[3+nk], args[4+nk])
+				argv = append(argv, shape, args[3+nk], args[4+nk], args[5+nk])
 				in = append(in, i)
 				continue
 			}
 		}
-		it.cmd = it.h.p.renew(ctx, pipe, it.h.owner, it.lease)
+		it.cmd = it.h.p.renew(ctx, pipe, it.renewal())
 	}
 	if len(in) == 0 {
 		return nil, nil

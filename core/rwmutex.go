@@ -16,8 +16,8 @@ var (
 	scriptRWReadAcquire  = registerScript("rw_read_acquire", "lib_fence", "lib_lease", "lib_attempt")
 	scriptLeaseRenew     = registerScript("lease_renew", "lib_fence", "lib_lease", "lib_renew")
 	scriptRWReadRelease  = registerScript("rw_read_release", "lib_fence", "lib_lease", "lib_attempt")
-	scriptRWWriteAcquire = registerScript("rw_write_acquire", "lib_fence", "lib_lease", "lib_attempt")
-	scriptRWWriteRelease = registerScript("rw_write_release", "lib_attempt")
+	scriptRWWriteAcquire = registerScript("rw_write_acquire", "lib_fence", "lib_lease", "lib_attempt", "lib_hold")
+	scriptRWWriteRelease = registerScript("rw_write_release", "lib_fence", "lib_attempt", "lib_hold")
 	scriptRWWriteLeave   = registerScript("rw_write_leave")
 )
 
@@ -137,34 +137,34 @@ func (r rwRead) channel(string) string { return r.rch }
 func (r rwRead) acquire(ctx context.Context, t try) (acquireReply, error) {
 	return r.c.acquireScript(ctx, r, t, scriptRWReadAcquire,
 		[]string{r.k.lock, r.readers, r.counts, r.intents, r.k.fence, r.k.receipt(t.id)},
-		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg())
+		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), t.replayArg())
 }
 
 func (r rwRead) abort(ctx context.Context, t try) error {
-	_, err := r.releaseAs(ctx, t.owner, t.id, t.lease, "1")
+	_, err := r.releaseAs(ctx, t.abortRelease(), "1")
 	return err
 }
 
-func (r rwRead) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
-	return scriptLeaseRenew.EvalSha(ctx, pipe, []string{r.readers, r.counts}, owner, ms(lease))
+func (r rwRead) renew(ctx context.Context, pipe redis.Pipeliner, rn renewal) *redis.Cmd {
+	return scriptLeaseRenew.EvalSha(ctx, pipe, []string{r.readers, r.counts}, rn.owner, ms(rn.lease), tokenArg(rn.token))
 }
 
-func (r rwRead) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
-	return decodeRenew(scriptLeaseRenew.run(ctx, r.c.rdb, []string{r.readers, r.counts}, owner, ms(lease)))
+func (r rwRead) renewOne(ctx context.Context, rn renewal) (bool, error) {
+	return decodeRenew(scriptLeaseRenew.run(ctx, r.c.rdb, []string{r.readers, r.counts}, rn.owner, ms(rn.lease), tokenArg(rn.token)))
 }
 
-func (r rwRead) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
-	return r.releaseAs(ctx, owner, leaseID, lease, "0")
+func (r rwRead) release(ctx context.Context, rel releaseArgs) (releaseReply, error) {
+	return r.releaseAs(ctx, rel, "0")
 }
 
-func (r rwRead) releaseAs(ctx context.Context, owner, id string, lease time.Duration, abort string) (releaseReply, error) {
+func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (releaseReply, error) {
 	pub, err := r.c.hub.publishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptRWReadRelease.run(ctx, r.c.rdb,
-		[]string{r.readers, r.counts, r.k.receipt(id), r.wch},
-		owner, ms(lease), pub, ms(receiptTTL), abort))
+		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.wch},
+		rel.owner, ms(rel.wdLease), pub, ms(receiptTTL), abort, tokenArg(rel.token)))
 }
 
 // rwWrite is the protocol of one Lock or TryLock call on the write side. It
@@ -185,7 +185,7 @@ func (w rwWrite) acquire(ctx context.Context, t try) (acquireReply, error) {
 	}
 	return w.c.acquireScript(ctx, w, t, scriptRWWriteAcquire,
 		[]string{w.k.lock, w.readers, w.counts, w.intents, w.k.fence, w.k.receipt(t.id)},
-		t.owner, ms(t.lease), ms(fenceTTL), ms(writeIntentTTL), join, t.recordTTL())
+		t.owner, ms(t.lease), ms(fenceTTL), ms(writeIntentTTL), join, t.recordTTL(), boolArg(t.watchdog), t.replayArg())
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy
@@ -193,7 +193,7 @@ func (w rwWrite) acquire(ctx context.Context, t try) (acquireReply, error) {
 // so that no late copy can record it again. If it fails, the intent lapses
 // after writeIntentTTL anyway.
 func (w rwWrite) abort(ctx context.Context, t try) error {
-	if _, err := w.releaseAs(ctx, t.owner, t.id, t.lease, "1"); err != nil {
+	if _, err := w.releaseAs(ctx, t.abortRelease(), "1"); err != nil {
 		return err
 	}
 	if !w.wait {
@@ -206,24 +206,24 @@ func (w rwWrite) abort(ctx context.Context, t try) error {
 	return scriptRWWriteLeave.run(ctx, w.c.rdb, []string{w.intents, w.rch}, t.owner, pub).Err()
 }
 
-func (w rwWrite) renew(ctx context.Context, pipe redis.Pipeliner, owner string, lease time.Duration) *redis.Cmd {
-	return scriptMutexRenew.EvalSha(ctx, pipe, []string{w.k.lock}, owner, ms(lease))
+func (w rwWrite) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd {
+	return scriptMutexRenew.EvalSha(ctx, pipe, []string{w.k.lock}, r.owner, ms(r.lease), tokenArg(r.token))
 }
 
-func (w rwWrite) renewOne(ctx context.Context, owner string, lease time.Duration) (bool, error) {
-	return decodeRenew(scriptMutexRenew.run(ctx, w.c.rdb, []string{w.k.lock}, owner, ms(lease)))
+func (w rwWrite) renewOne(ctx context.Context, r renewal) (bool, error) {
+	return decodeRenew(scriptMutexRenew.run(ctx, w.c.rdb, []string{w.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
 }
 
-func (w rwWrite) release(ctx context.Context, owner, leaseID string, lease time.Duration) (releaseReply, error) {
-	return w.releaseAs(ctx, owner, leaseID, lease, "0")
+func (w rwWrite) release(ctx context.Context, r releaseArgs) (releaseReply, error) {
+	return w.releaseAs(ctx, r, "0")
 }
 
-func (w rwWrite) releaseAs(ctx context.Context, owner, id string, lease time.Duration, abort string) (releaseReply, error) {
+func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (releaseReply, error) {
 	pub, err := w.c.hub.publishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptRWWriteRelease.run(ctx, w.c.rdb,
-		[]string{w.k.lock, w.intents, w.k.receipt(id), w.rch, w.wch},
-		owner, ms(lease), pub, ms(receiptTTL), abort))
+		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.rch, w.wch},
+		r.owner, ms(r.wdLease), pub, ms(receiptTTL), abort, tokenArg(r.token), boolArg(r.watchdog)))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -167,11 +166,11 @@ func (e *semTooSmallError) Unwrap() error { return errSemaphoreTooSmall }
 func (a semAttempt) info() LockInfo           { return LockInfo{Kind: KindSemaphore, Name: a.k.name} }
 func (a semAttempt) holdKey() string          { return "sem\x00" + a.k.lock + "\x00" + a.holder }
 func (a semAttempt) channel(string) string    { return a.k.ch }
-func (a semAttempt) forID(id string) protocol { a.holder = id; return a }
+func (a semAttempt) forLease(id string, _ acquireReply) protocol { a.holder = id; return a }
 
 func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire, []string{a.k.lock, a.expiry, a.size, a.k.fence, a.k.receipt(t.id)},
-		t.id, ms(t.lease), ms(fenceTTL), a.n, a.permits, t.recordTTL(), t.finalArg())
+		t.id, ms(t.lease), ms(fenceTTL), a.n, a.permits, t.recordTTL(), t.finalArg(), t.replayArg())
 	if err != nil {
 		return acquireReply{}, err
 	}
@@ -186,20 +185,23 @@ func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 }
 
 func (a semAttempt) abort(ctx context.Context, t try) error {
-	_, err := a.forID(t.id).(semAttempt).releaseAs(ctx, t.id, "1")
+	a.holder = t.id
+	_, err := a.releaseAs(ctx, t.id, "1")
 	return err
 }
 
-func (a semAttempt) renew(ctx context.Context, pipe redis.Pipeliner, _ string, lease time.Duration) *redis.Cmd {
-	return scriptLeaseRenew.EvalSha(ctx, pipe, []string{a.expiry, a.k.lock}, a.holder, ms(lease))
+// A semaphore's holder id is unique to one acquisition: it names the hold,
+// so renewals send no token ("0").
+func (a semAttempt) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd {
+	return scriptLeaseRenew.EvalSha(ctx, pipe, []string{a.expiry, a.k.lock}, a.holder, ms(r.lease), "0")
 }
 
-func (a semAttempt) renewOne(ctx context.Context, _ string, lease time.Duration) (bool, error) {
-	return decodeRenew(scriptLeaseRenew.run(ctx, a.c.rdb, []string{a.expiry, a.k.lock}, a.holder, ms(lease)))
+func (a semAttempt) renewOne(ctx context.Context, r renewal) (bool, error) {
+	return decodeRenew(scriptLeaseRenew.run(ctx, a.c.rdb, []string{a.expiry, a.k.lock}, a.holder, ms(r.lease), "0"))
 }
 
-func (a semAttempt) release(ctx context.Context, _, leaseID string, _ time.Duration) (releaseReply, error) {
-	return a.releaseAs(ctx, leaseID, "0")
+func (a semAttempt) release(ctx context.Context, r releaseArgs) (releaseReply, error) {
+	return a.releaseAs(ctx, r.id, "0")
 }
 
 func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseReply, error) {

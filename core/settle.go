@@ -26,16 +26,16 @@ func (c *Client) settleLater(p protocol, t try) {
 
 // settle runs p.abort for t until it succeeds, for as long as what t may
 // hold can live without renewal (after that, nothing of it is left to give
-// back), or until the Client closes (then once more, bounded by the release
-// timeout). Each try is bounded by the release timeout.
+// back), or until the Client closes. Each try is bounded by the release
+// timeout, and is not cut short by Close itself: an attempt that won while
+// the Client was closing is still given back (Close waits for it, for at
+// most closeGrace), instead of holding the lock for a whole lease.
 func (c *Client) settle(p protocol, t try) {
 	until := time.Now().Add(max(t.lease, receiptTTL))
 	pause := 50 * time.Millisecond
 	for {
-		ctx, cancel := c.callContext(context.Background())
-		ctx, cancel2 := context.WithTimeout(ctx, c.cfg.releaseTimeout)
+		ctx, cancel := context.WithTimeout(c.grace, c.cfg.releaseTimeout)
 		err := p.abort(ctx, t)
-		cancel2()
 		cancel()
 		if err == nil || !time.Now().Add(pause).Before(until) {
 			return

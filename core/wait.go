@@ -40,6 +40,12 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 	for {
 		sent := time.Now()
 		rep, err := a.attempt(bound, actx)
+		if err == errAttemptOver && wait && ctx.Err() == nil {
+			// A copy of this acquisition won earlier, unseen, and that hold
+			// is gone: the id is closed on the server. Go on with a new one.
+			a.t.id, a.sent = c.newID(), false
+			continue
+		}
 		if err != nil {
 			w.handBack()
 			switch {
@@ -60,10 +66,15 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		if rep.acquired {
 			l, late, err := a.won(ctx, rep, sent)
 			if late && wait && ctx.Err() == nil {
-				continue // the reply came too late to use: try again
+				if a.late++; a.late < maxLateWins {
+					continue // the reply came too late to use: try again
+				}
+				return nil, fmt.Errorf("keylock: acquire %q: %w: %d wins in a row came back too late to use (the last round trip took %s, a %s lease allows less): the lease is too short for the round trip to Redis",
+					a.info.Name, ErrUnavailable, a.late, time.Since(sent).Round(time.Millisecond), a.t.lease)
 			}
 			return l, err
 		}
+		a.late = 0
 
 		busy = &LockedError{Name: a.info.Name, TTL: max(rep.ttl, 0)}
 		if !wait {

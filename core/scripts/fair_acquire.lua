@@ -1,13 +1,15 @@
 -- fair_acquire: take a fair (FIFO) reentrant lock, re-enter it, or wait in
--- line for it, in one round trip. Needs lib_fence.
+-- line for it, in one round trip. Needs lib_fence, lib_attempt and lib_hold.
 --
--- KEYS[1]  lock hash: owner id -> hold count, plus ':token' -> fencing token
+-- KEYS[1]  lock hash (lib_hold.lua)
 -- KEYS[2]  queue: list of waiting owner ids, first in line at the head
 -- KEYS[3]  waiter deadlines: zset owner id -> server time (ms) after which
 --          the waiter is presumed dead and evicted when it reaches the head
 -- KEYS[4]  fence counter of this lock name
 -- KEYS[5]  prefix of the waiters' own wake-up channels (channel = prefix..owner)
 -- KEYS[6]  this attempt's record (lib_attempt), also its lease's release receipt
+-- KEYS[7]  standing attempts: hash owner id -> the attempt that last joined
+--          or renewed the owner's place in line (fair_leave)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  fence counter TTL in milliseconds
@@ -16,25 +18,35 @@
 -- ARGV[6]  '1': join (or stay in) the queue when the lock is not ours to
 --          take; '0': one attempt only (TryLock), never queue (the attempt
 --          is marked over when refused)
--- ARGV[7]  attempt record TTL in milliseconds
+-- ARGV[7]  attempt record TTL in milliseconds (a win's record)
+-- ARGV[8]  '1': the lease is renewed by the watchdog; '0': fixed LeaseTime
+-- ARGV[9]  replay window in milliseconds (a closed attempt's record)
+-- ARGV[10] this attempt's id
 --
--- Returns {1, token}  acquired fresh (the lock was free and the queue empty,
---                     or we were first in line)
---         {2, token}  re-entered (count + 1, lease extended, same token)
---         {0, ms}     not ours: retry in ms at the latest. A waiter's retry
---                     also renews its place (its deadline), so ms is capped
---                     at a third of the waiter timeout. With ARGV[6] = '0',
---                     ms is the holder's remaining lease (0 if none).
---         {-2, 0}     this attempt is already over (a late copy): nothing
---                     done (it does not queue again)
+-- Returns {1, token, ms}  acquired fresh (the lock was free and the queue
+--                         empty, or we were first in line); ms = the
+--                         hold's remaining lease
+--         {2, token, ms}  re-entered (count + 1, lease extended, same token)
+--         {0, ms}         not ours: retry in ms at the latest. A waiter's
+--                         retry also renews its place (its deadline), so ms
+--                         is capped at a third of the waiter timeout. With
+--                         ARGV[6] = '0', ms is the holder's remaining lease
+--                         (0 if none).
+--         {-2, 0}         this attempt is already over (a late copy, or a
+--                         copy of a win whose hold is gone): nothing done
+--                         (it does not queue again)
 --
 -- Every deadline is the server's clock (TIME), never a client's.
-local seen = attempt_seen(KEYS[6])
+local owner = ARGV[1]
+local seen = attempt_seen(KEYS[6], function(token)
+  return hold_left(KEYS[1], owner, token)
+end, ARGV[9])
 if seen then
   return seen
 end
 local now = now_ms()
 local wt = tonumber(ARGV[4])
+local lease = tonumber(ARGV[2])
 
 -- Evict waiters at the head of the line whose deadline has passed: a
 -- crashed waiter holds up the line for at most one waiter timeout.
@@ -46,47 +58,47 @@ while head do
   end
   redis.call('lpop', KEYS[2])
   redis.call('zrem', KEYS[3], head)
+  redis.call('hdel', KEYS[7], head)
   head = redis.call('lindex', KEYS[2], 0)
 end
 
 if redis.call('exists', KEYS[1]) == 0 then
-  if (not head) or head == ARGV[1] then
+  if (not head) or head == owner then
     if head then
       redis.call('lpop', KEYS[2])
-      redis.call('zrem', KEYS[3], ARGV[1])
+      redis.call('zrem', KEYS[3], owner)
+      redis.call('hdel', KEYS[7], owner)
     end
     local token = fence_next(KEYS[4], ARGV[3])
-    redis.call('hset', KEYS[1], ARGV[1], 1, ':token', token)
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    return attempt_won(KEYS[6], 1, token, ARGV[7])
+    local left = hold_take(KEYS[1], owner, token, lease, ARGV[8])
+    return attempt_won(KEYS[6], 1, token, ARGV[7], left)
   end
   -- Free, but another waiter is first in line: nudge it (it may have missed
   -- the release's wake-up, or become first by an eviction just now).
   redis.call(ARGV[5], KEYS[5] .. head, '1')
-elseif redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[1], 1)
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-  end
-  return attempt_won(KEYS[6], 2, redis.call('hget', KEYS[1], ':token'), ARGV[7])
+elseif redis.call('hexists', KEYS[1], owner) == 1 then
+  local left = hold_reenter(KEYS[1], owner, lease, ARGV[8])
+  return attempt_won(KEYS[6], 2, redis.call('hget', KEYS[1], ':token'), ARGV[7], left)
 end
 
 local pttl = redis.call('pttl', KEYS[1])
 if ARGV[6] ~= '1' then
-  attempt_over(KEYS[6], ARGV[7])
+  attempt_over(KEYS[6], ARGV[9])
   return {0, math.max(pttl, 0)}
 end
 -- Join the line, or renew our place in it.
-if redis.call('zadd', KEYS[3], now + wt, ARGV[1]) == 1 then
-  redis.call('rpush', KEYS[2], ARGV[1])
+if redis.call('zadd', KEYS[3], now + wt, owner) == 1 then
+  redis.call('rpush', KEYS[2], owner)
 end
+redis.call('hset', KEYS[7], owner, ARGV[10])
 -- The line disappears on its own once no waiter renews it.
 redis.call('pexpire', KEYS[2], 2 * wt)
 redis.call('pexpire', KEYS[3], 2 * wt)
+redis.call('pexpire', KEYS[7], 2 * wt)
 local retry = math.floor(wt / 3)
 if pttl >= 0 and pttl < retry then
   retry = pttl
-elseif pttl < 0 and head and head ~= ARGV[1] then
+elseif pttl < 0 and head and head ~= owner then
   -- Free, waiting for the first in line: until it takes the lock or its
   -- deadline passes.
   local dl = tonumber(redis.call('zscore', KEYS[3], head)) - now

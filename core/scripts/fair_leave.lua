@@ -1,15 +1,26 @@
 -- fair_leave: take a waiter that gave up (its context ended, or its Client
 -- closed) out of the line at once, and wake the waiter behind it if it was
--- first in line and the lock is free. Needs lib_fence.
+-- first in line and the lock is free. Needs lib_fence and lib_queue.
 --
 -- KEYS[1]  lock hash
 -- KEYS[2]  queue: list of waiting owner ids
 -- KEYS[3]  waiter deadlines: zset owner id -> server time (ms)
 -- KEYS[4]  prefix of the waiters' own wake-up channels
+-- KEYS[5]  standing attempts: hash owner id -> attempt id (fair_acquire)
 -- ARGV[1]  owner id
 -- ARGV[2]  publish command: 'publish' or 'spublish'
+-- ARGV[3]  the id of the attempt that gives up
 --
--- Returns 1 when the owner was in line, 0 when it was not.
+-- The owner's place is given up only when this attempt is the one that
+-- last stood in it: another attempt of the same owner that joined or
+-- renewed since (a Lock retrying with a new id) keeps its place.
+--
+-- Returns 1 when the owner was in line and left it, 0 otherwise.
+local standing = redis.call('hget', KEYS[5], ARGV[1])
+if standing and standing ~= ARGV[3] then
+  return 0
+end
+redis.call('hdel', KEYS[5], ARGV[1])
 if redis.call('zrem', KEYS[3], ARGV[1]) == 0 then
   redis.call('lrem', KEYS[2], 0, ARGV[1])
   return 0

@@ -1,36 +1,32 @@
--- fair_release: give back one hold of a fair lock, idempotently; the last
--- hold wakes only the first live waiter in line, on its own channel.
--- Needs lib_fence.
+-- fair_release: give back one lease of a fair lock's hold, idempotently;
+-- the last hold wakes only the first live waiter in line, on its own
+-- channel. Needs lib_fence, lib_queue, lib_attempt and lib_hold.
 --
--- KEYS[1]  lock hash: owner id -> hold count
+-- KEYS[1]  lock hash (lib_hold.lua)
 -- KEYS[2]  queue: list of waiting owner ids
 -- KEYS[3]  waiter deadlines: zset owner id -> server time (ms)
 -- KEYS[4]  release receipt of this lease (string, kept ARGV[4] ms)
 -- KEYS[5]  prefix of the waiters' own wake-up channels
 -- ARGV[1]  owner id
--- ARGV[2]  lease in milliseconds, applied while holds remain if longer than what is left
+-- ARGV[2]  watchdog lease in milliseconds (see mutex_release)
 -- ARGV[3]  publish command: 'publish' or 'spublish'
 -- ARGV[4]  receipt TTL in milliseconds
 -- ARGV[5]  '1': resolve an attempt whose outcome is unknown: release only if
 --          it won (its record says so), else mark it over (lib_attempt.lua)
+-- ARGV[6]  the hold's fencing token ('0': take it from the attempt's record)
+-- ARGV[7]  '1': this lease is a watchdog lease; '0': a fixed LeaseTime
 --
 -- Returns n >= 0  holds the owner still has (0: the lock was freed)
---         -1      the owner does not hold the lock
-local seen = release_seen(KEYS[4], ARGV[5], ARGV[4])
+--         -1      the hold this lease belongs to is gone: nothing done
+local seen, token = release_seen(KEYS[4], ARGV[5], ARGV[4], ARGV[6])
 if seen then
   return seen
 end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-  return -1
+local n = hold_release(KEYS[1], ARGV[1], token, ARGV[7], tonumber(ARGV[2]))
+if n < 0 then
+  return release_refused(KEYS[4], ARGV[4])
 end
-local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
-if n > 0 then
-  -- Holds remain: extend to this lease, never shorten (another hold of the
-  -- same owner may have a longer one).
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-  end
-else
+if n == 0 then
   redis.call('del', KEYS[1])
   -- Skip (evict) dead waiters, then wake the first live one.
   wake_next(KEYS[2], KEYS[3], KEYS[5], ARGV[3])

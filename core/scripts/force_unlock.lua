@@ -8,8 +8,15 @@
 -- KEYS[11]    the RW readers' wake-up channel
 -- KEYS[12]    the RW writers' wake-up channel
 -- KEYS[13]    prefix of the fair waiters' own channels (prefix .. owner)
+-- KEYS[14]    this force-unlock's receipt (string, kept ARGV[3] ms)
 -- ARGV[1]     publish command: 'publish' or 'spublish'
 -- ARGV[2]     the most queue entries to return
+-- ARGV[3]     receipt TTL in milliseconds
+--
+-- It is idempotent: a copy of one force-unlock (go-redis retried it, or it
+-- arrived late) finds the receipt and answers the first copy's result,
+-- freeing nothing — in particular not the hold of a waiter the first copy
+-- woke.
 --
 -- Returns {snapshot before the removal (lib_inspect.lua), keys deleted,
 -- {clients the -1 wake-ups on KEYS[10], KEYS[11], KEYS[12] reached}, the
@@ -24,6 +31,10 @@
 -- all (-1), the fair lock's first live waiter on its own channel. A lock
 -- already gone (a manual DEL) has nothing to delete, but its waiters are
 -- still woken instead of sleeping until the old holder's TTL.
+local done = redis.call('get', KEYS[14])
+if done then
+  return cjson.decode(done)
+end
 local snap = snapshot(KEYS, tonumber(ARGV[2]))
 local deleted = redis.call('del', KEYS[1], KEYS[5], KEYS[6], KEYS[8])
 local pub = ARGV[1]
@@ -33,4 +44,6 @@ local reached = {
   redis.call(pub, KEYS[12], '-1'),
 }
 wake_next(KEYS[3], KEYS[4], KEYS[13], pub)
-return {snap, deleted, reached, redis.call('lindex', KEYS[3], 0)}
+local out = {snap, deleted, reached, redis.call('lindex', KEYS[3], 0)}
+redis.call('set', KEYS[14], cjson.encode(out), 'px', ARGV[3])
+return out

@@ -7,8 +7,9 @@
 -- KEYS[2]  holders hash: holder id -> hold count or permits
 -- ARGV[1]  holder id
 -- ARGV[2]  lease in milliseconds; 0: check only, nothing is extended
+-- ARGV[3]  the hold's fencing token ('0': the holder id alone names it)
 --
 -- Returns 1 when the holder still holds (its deadline now at least now +
 --           ARGV[2]),
 --         0 when it does not, or its lease already ran out (lost).
-return renew_holder(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), now_ms())
+return renew_safely(renew_holder, KEYS[1], KEYS[2], ARGV[1], ARGV[3], tonumber(ARGV[2]), now_ms())

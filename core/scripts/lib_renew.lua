@@ -1,13 +1,15 @@
 -- lib_renew: the renewal of one hold, shared by mutex_renew, lease_renew and
 -- renew_batch; prepended after lib_fence and lib_lease, not a script of its
 -- own. A lease of 0 only checks that the hold is still there (renewNow, for
--- a hold with a fixed LeaseTime): nothing is extended.
+-- a hold with a fixed LeaseTime): nothing is extended. Every renewal names
+-- its hold by fencing token: a later hold of the same owner is not the one
+-- the client holds, and is never extended for it.
 
--- renew_owner renews owner's hold of the lock hash key (owner -> hold
--- count): 1 when owner holds it (its lease is now at least lease ms; a
--- longer one is never shortened), 0 when it does not (lost).
-local function renew_owner(key, owner, lease)
-  if redis.call('hexists', key, owner) == 0 then
+-- renew_owner renews owner's hold token of the lock hash key (lib_hold):
+-- 1 when that hold lives (its lease is now at least lease ms; a longer one
+-- is never shortened), 0 when it does not (lost).
+local function renew_owner(key, owner, token, lease)
+  if redis.call('hget', key, ':token') ~= token or redis.call('hexists', key, owner) == 0 then
     return 0
   end
   if lease > 0 and redis.call('pttl', key) < lease then
@@ -17,12 +19,17 @@ local function renew_owner(key, owner, lease)
 end
 
 -- renew_holder renews a holder with a lease of its own (zset holder ->
--- deadline in server ms, hash holder -> count or permits), now being the
--- server clock in ms: 1 when it still holds (its deadline now at least now +
--- lease), 0 when it does not or its lease already ran out (lost).
-local function renew_holder(zset, hash, holder, lease, now)
+-- deadline in server ms, hash holder -> count or permits, ':'..holder ->
+-- its fencing token where kept; token '0': not kept, the holder id names
+-- the hold), now being the server clock in ms: 1 when it still holds (its
+-- deadline now at least now + lease), 0 when it does not or its lease
+-- already ran out (lost).
+local function renew_holder(zset, hash, holder, token, lease, now)
   local dl = redis.call('zscore', zset, holder)
   if (not dl) or tonumber(dl) <= now or redis.call('hexists', hash, holder) == 0 then
+    return 0
+  end
+  if token ~= '0' and redis.call('hget', hash, ':' .. holder) ~= token then
     return 0
   end
   if lease > 0 then
@@ -31,4 +38,15 @@ local function renew_holder(zset, hash, holder, lease, now)
     keep_for(hash, lease)
   end
   return 1
+end
+
+-- renew_safely runs f(...) and answers 0 (lost) when it raises an error:
+-- a key of the hold overwritten with a foreign value (WRONGTYPE) means that
+-- hold is gone, and must not cost the other holds of a batch their renewal.
+local function renew_safely(f, ...)
+  local ok, r = pcall(f, ...)
+  if ok then
+    return r
+  end
+  return 0
 end

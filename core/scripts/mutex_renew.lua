@@ -2,12 +2,13 @@
 -- only check that it is still held (renewNow, for a fixed LeaseTime). Needs
 -- lib_lease and lib_renew.
 --
--- KEYS[1]  lock hash: owner id -> hold count
+-- KEYS[1]  lock hash (lib_hold.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds; 0: check only, the lease is not touched
+-- ARGV[3]  the hold's fencing token
 --
--- Returns 1 when the owner holds the lock and its lease is now at least
---           ARGV[2] (a longer one, from a re-entry with a longer fixed
---           lease, is never shortened),
---         0 when the owner no longer holds it (the lock is lost).
-return renew_owner(KEYS[1], ARGV[1], tonumber(ARGV[2]))
+-- Returns 1 when the owner's hold with that token lives and its lease is
+--           now at least ARGV[2] (a longer one, from a re-entry with a
+--           longer fixed lease, is never shortened),
+--         0 when that hold is gone (the lock is lost).
+return renew_safely(renew_owner, KEYS[1], ARGV[1], ARGV[3], tonumber(ARGV[2]))

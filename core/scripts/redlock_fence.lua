@@ -6,6 +6,8 @@
 --
 -- KEYS[1]  lock hash: owner id -> hold count, plus ':token'
 -- KEYS[2]  fence counter of this lock name on this node
+-- KEYS[3]  the winning round's record on this node (lib_attempt): it names
+--          the hold by its new token from now on
 -- ARGV[1]  owner id
 -- ARGV[2]  the RedLock's token
 -- ARGV[3]  fence counter TTL in milliseconds
@@ -17,6 +19,11 @@ if (not cur) or tonumber(cur) < tonumber(ARGV[2]) then
 end
 if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
   redis.call('hset', KEYS[1], ':token', ARGV[2])
+  local r = redis.call('get', KEYS[3])
+  local status = r and string.match(r, '^A(%d):')
+  if status then
+    redis.call('set', KEYS[3], 'A' .. status .. ':' .. ARGV[2], 'keepttl')
+  end
   return 1
 end
 return 0

@@ -12,9 +12,11 @@
 -- ARGV[3]  fence counter TTL in milliseconds
 -- ARGV[4]  attempt record TTL in milliseconds
 -- ARGV[5]  '1': no retry follows a refusal (TryRLock): mark the attempt over
+-- ARGV[6]  replay window in milliseconds (a closed attempt's record)
 --
--- Returns {1, token}  read lock taken (fresh for this owner)
---         {2, token}  re-entered (count + 1, the owner's lease extended)
+-- Returns {1, token, ms}  read lock taken (fresh for this owner); ms = the
+--                         reader's remaining lease
+--         {2, token, ms}  re-entered (count + 1, the owner's lease extended)
 --         {0, ms}     refused: a writer holds the lock (ms = its remaining
 --                     lease) or waits for it (ms = until its intent lapses,
 --                     unless renewed); the writer's release wakes readers
@@ -22,12 +24,18 @@
 --
 -- The owner of the write lock may also read. A reader that already reads
 -- may re-enter even while a writer waits (refusing would deadlock it).
-local seen = attempt_seen(KEYS[6])
+local now = now_ms()
+local owner = ARGV[1]
+local seen = attempt_seen(KEYS[6], function(token)
+  local dl = redis.call('zscore', KEYS[2], owner)
+  if (not dl) or tonumber(dl) <= now or redis.call('hget', KEYS[3], ':' .. owner) ~= token then
+    return nil
+  end
+  return tonumber(dl) - now
+end, ARGV[6])
 if seen then
   return seen
 end
-local now = now_ms()
-local owner = ARGV[1]
 local lease = tonumber(ARGV[2])
 prune_expired(KEYS[2], KEYS[3], now)
 redis.call('zremrangebyscore', KEYS[4], '-inf', now)
@@ -35,7 +43,7 @@ redis.call('zremrangebyscore', KEYS[4], '-inf', now)
 local writing = redis.call('hexists', KEYS[1], owner) == 1
 local function refuse(ms)
   if ARGV[5] == '1' then
-    attempt_over(KEYS[6], ARGV[4])
+    attempt_over(KEYS[6], ARGV[6])
   end
   return {0, ms}
 end
@@ -44,13 +52,14 @@ if (not writing) and redis.call('exists', KEYS[1]) == 1 then
 end
 if redis.call('hexists', KEYS[3], owner) == 1 then
   redis.call('hincrby', KEYS[3], owner, 1)
-  local dl = redis.call('zscore', KEYS[2], owner)
-  if (not dl) or tonumber(dl) < now + lease then
+  local dl = tonumber(redis.call('zscore', KEYS[2], owner) or 0)
+  if dl < now + lease then
     redis.call('zadd', KEYS[2], now + lease, owner)
+    dl = now + lease
   end
   keep_for(KEYS[2], lease)
   keep_for(KEYS[3], lease)
-  return attempt_won(KEYS[6], 2, redis.call('hget', KEYS[3], ':' .. owner), ARGV[4])
+  return attempt_won(KEYS[6], 2, redis.call('hget', KEYS[3], ':' .. owner), ARGV[4], dl - now)
 end
 if (not writing) and redis.call('zcard', KEYS[4]) > 0 then
   local last = redis.call('zrange', KEYS[4], -1, -1, 'withscores')
@@ -61,4 +70,4 @@ redis.call('hset', KEYS[3], owner, 1, ':' .. owner, token)
 redis.call('zadd', KEYS[2], now + lease, owner)
 keep_for(KEYS[2], lease)
 keep_for(KEYS[3], lease)
-return attempt_won(KEYS[6], 1, token, ARGV[4])
+return attempt_won(KEYS[6], 1, token, ARGV[4], lease)

@@ -11,15 +11,16 @@
 -- ARGV[4]  receipt TTL in milliseconds
 -- ARGV[5]  '1': resolve an attempt whose outcome is unknown: release only if
 --          it won (its record says so), else mark it over (lib_attempt.lua)
+-- ARGV[6]  the read hold's fencing token ('0': take it from the record)
 --
 -- Returns n >= 0  read holds the owner still has
---         -1      the owner does not read
-local seen = release_seen(KEYS[3], ARGV[5], ARGV[4])
+--         -1      the read hold this lease belongs to is gone: nothing done
+local seen, token = release_seen(KEYS[3], ARGV[5], ARGV[4], ARGV[6])
 if seen then
   return seen
 end
-if redis.call('hexists', KEYS[2], ARGV[1]) == 0 then
-  return -1
+if redis.call('hexists', KEYS[2], ARGV[1]) == 0 or redis.call('hget', KEYS[2], ':' .. ARGV[1]) ~= token then
+  return release_refused(KEYS[3], ARGV[4])
 end
 local now = now_ms()
 local n = redis.call('hincrby', KEYS[2], ARGV[1], -1)

@@ -8,29 +8,25 @@
 -- KEYS[4]  readers' wake-up channel
 -- KEYS[5]  writers' wake-up channel
 -- ARGV[1]  owner id
--- ARGV[2]  lease in milliseconds, applied while holds remain if longer than what is left
+-- ARGV[2]  watchdog lease in milliseconds (see mutex_release)
 -- ARGV[3]  publish command: 'publish' or 'spublish'
 -- ARGV[4]  receipt TTL in milliseconds
 -- ARGV[5]  '1': resolve an attempt whose outcome is unknown: release only if
 --          it won (its record says so), else mark it over (lib_attempt.lua)
+-- ARGV[6]  the hold's fencing token ('0': take it from the attempt's record)
+-- ARGV[7]  '1': this lease is a watchdog lease; '0': a fixed LeaseTime
 --
 -- Returns n >= 0  write holds the owner still has
---         -1      the owner does not hold the write lock
-local seen = release_seen(KEYS[3], ARGV[5], ARGV[4])
+--         -1      the hold this lease belongs to is gone: nothing done
+local seen, token = release_seen(KEYS[3], ARGV[5], ARGV[4], ARGV[6])
 if seen then
   return seen
 end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-  return -1
+local n = hold_release(KEYS[1], ARGV[1], token, ARGV[7], tonumber(ARGV[2]))
+if n < 0 then
+  return release_refused(KEYS[3], ARGV[4])
 end
-local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
-if n > 0 then
-  -- Holds remain: extend to this lease, never shorten (another hold of the
-  -- same owner may have a longer one).
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-  end
-else
+if n == 0 then
   redis.call('del', KEYS[1], KEYS[2])
   redis.call(ARGV[3], KEYS[4], '-1')
   redis.call(ARGV[3], KEYS[5], '1')

@@ -13,24 +13,33 @@
 -- ARGV[5]  permit count to use when KEYS[3] is absent
 -- ARGV[6]  attempt record TTL in milliseconds
 -- ARGV[7]  '1': no retry follows a refusal (TryAcquire): mark the attempt over
+-- ARGV[8]  replay window in milliseconds (a closed attempt's record)
 --
--- Returns {1, token}  acquired: the holder has n permits until its lease
---                     ends (renewed by the watchdog) or it releases them
+-- Returns {1, token, ms}  acquired: the holder has n permits until its
+--                     lease ends (renewed by the watchdog) or it releases
+--                     them; ms = its remaining lease
 --         {0, ms}     not enough free permits; retry in ms at the latest
 --                     (when the first holder's lease ends; a release wakes
 --                     waiters sooner)
 --         {-1, size}  n exceeds the permit count size: it can never succeed
 --         {-2, 0}     this attempt is already over (a late copy): nothing done
 --
--- A copy of an attempt that won gets the first answer again (lib_attempt).
+-- A copy of an attempt that won gets the first answer again while the
+-- holder still holds (lib_attempt); the holder id names the hold.
 --
 -- Holders whose lease ran out (crashed) are dropped first: their permits
 -- are free again.
-local seen = attempt_seen(KEYS[5])
+local now = now_ms()
+local seen = attempt_seen(KEYS[5], function()
+  local dl = redis.call('zscore', KEYS[2], ARGV[1])
+  if (not dl) or tonumber(dl) <= now or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return nil
+  end
+  return tonumber(dl) - now
+end, ARGV[8])
 if seen then
   return seen
 end
-local now = now_ms()
 prune_expired(KEYS[2], KEYS[1], now)
 local size = tonumber(redis.call('get', KEYS[3]) or ARGV[5])
 local n = tonumber(ARGV[4])
@@ -48,9 +57,9 @@ if used + n <= size then
   redis.call('zadd', KEYS[2], now + lease, ARGV[1])
   keep_for(KEYS[1], lease)
   keep_for(KEYS[2], lease)
-  return attempt_won(KEYS[5], 1, token, ARGV[6])
+  return attempt_won(KEYS[5], 1, token, ARGV[6], lease)
 end
 if ARGV[7] == '1' then
-  attempt_over(KEYS[5], ARGV[6])
+  attempt_over(KEYS[5], ARGV[8])
 end
 return {0, first_deadline(KEYS[2], now) or 0}

@@ -15,13 +15,14 @@
 --
 -- Returns 0   released (the message on KEYS[4] is -1: wake all local waiters)
 --         -1  the holder held nothing (its lease ran out, or released)
-local seen = release_seen(KEYS[3], ARGV[4], ARGV[3])
+-- (The holder id is unique to one acquisition: it names the hold.)
+local seen = release_seen(KEYS[3], ARGV[4], ARGV[3], 'holder')
 if seen then
   return seen
 end
 local n = redis.call('hget', KEYS[1], ARGV[1])
 if not n then
-  return -1
+  return release_refused(KEYS[3], ARGV[3])
 end
 redis.call('hdel', KEYS[1], ARGV[1])
 redis.call('zrem', KEYS[2], ARGV[1])
