@@ -154,6 +154,10 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 		c.removeLease(l)
 		l.cancel(context.Canceled)
 		a.giveBack()
+		if cause := context.Cause(ctx); cause != err {
+			// e.g. ErrLockLost: the lease this Lock ran under was lost
+			return nil, false, fmt.Errorf("keylock: acquire %q: won the lock as the context ended, gave it back: %w (%w)", a.info.Name, err, cause)
+		}
 		return nil, false, fmt.Errorf("keylock: acquire %q: won the lock as the context ended, gave it back: %w", a.info.Name, err)
 	}
 	return l, false, nil

@@ -137,7 +137,7 @@ func (r rwRead) channel(string) string { return r.rch }
 func (r rwRead) acquire(ctx context.Context, t try) (acquireReply, error) {
 	return r.c.acquireScript(ctx, r, t, scriptRWReadAcquire,
 		[]string{r.k.lock, r.readers, r.counts, r.intents, r.k.fence, r.k.receipt(t.id)},
-		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), t.replayArg())
+		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), t.replayArg(), boolArg(t.watchdog))
 }
 
 func (r rwRead) abort(ctx context.Context, t try) error {
@@ -164,7 +164,7 @@ func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (r
 	}
 	return decodeRelease(scriptRWReadRelease.run(ctx, r.c.rdb,
 		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.wch},
-		rel.owner, ms(rel.wdLease), pub, ms(receiptTTL), abort, tokenArg(rel.token)))
+		rel.owner, ms(rel.wdLease), pub, ms(receiptTTL), abort, tokenArg(rel.token), boolArg(rel.watchdog)))
 }
 
 // rwWrite is the protocol of one Lock or TryLock call on the write side. It

@@ -4,15 +4,30 @@
 --
 -- Such holders live in a zset (holder -> its lease deadline, server ms)
 -- and a hash (holder -> its hold count or permits, ':'..holder -> its
--- fencing token where kept), so each holder's lease is its own: a crashed
--- holder is pruned once its deadline passes, whatever the others do.
+-- fencing token where kept, ':w:'..holder and ':f:'..holder -> how many of
+-- a reader's leases the watchdog renews and the end of its last fixed
+-- lease), so each holder's lease is its own: a crashed holder is pruned
+-- once its deadline passes, whatever the others do.
 
 -- prune_expired drops the holders of zset/hash whose deadline has passed.
 local function prune_expired(zset, hash, now)
   local dead = redis.call('zrangebyscore', zset, '-inf', now)
   for _, holder in ipairs(dead) do
     redis.call('zrem', zset, holder)
-    redis.call('hdel', hash, holder, ':' .. holder)
+    redis.call('hdel', hash, holder, ':' .. holder, ':w:' .. holder, ':f:' .. holder)
+  end
+end
+
+-- count_holder_lease adds one lease of lease ms of holder to its
+-- bookkeeping in hash (watchdog '1': renewed by the watchdog).
+local function count_holder_lease(hash, holder, watchdog, lease, now)
+  if watchdog == '1' then
+    redis.call('hincrby', hash, ':w:' .. holder, 1)
+  else
+    local f = tonumber(redis.call('hget', hash, ':f:' .. holder) or 0)
+    if now + lease > f then
+      redis.call('hset', hash, ':f:' .. holder, now + lease)
+    end
   end
 end
 

@@ -13,6 +13,7 @@
 -- ARGV[4]  attempt record TTL in milliseconds
 -- ARGV[5]  '1': no retry follows a refusal (TryRLock): mark the attempt over
 -- ARGV[6]  replay window in milliseconds (a closed attempt's record)
+-- ARGV[7]  '1': the lease is renewed by the watchdog; '0': fixed LeaseTime
 --
 -- Returns {1, token, ms}  read lock taken (fresh for this owner); ms = the
 --                         reader's remaining lease
@@ -52,6 +53,7 @@ if (not writing) and redis.call('exists', KEYS[1]) == 1 then
 end
 if redis.call('hexists', KEYS[3], owner) == 1 then
   redis.call('hincrby', KEYS[3], owner, 1)
+  count_holder_lease(KEYS[3], owner, ARGV[7], lease, now)
   local dl = tonumber(redis.call('zscore', KEYS[2], owner) or 0)
   if dl < now + lease then
     redis.call('zadd', KEYS[2], now + lease, owner)
@@ -67,6 +69,7 @@ if (not writing) and redis.call('zcard', KEYS[4]) > 0 then
 end
 local token = fence_next(KEYS[5], ARGV[3])
 redis.call('hset', KEYS[3], owner, 1, ':' .. owner, token)
+count_holder_lease(KEYS[3], owner, ARGV[7], lease, now)
 redis.call('zadd', KEYS[2], now + lease, owner)
 keep_for(KEYS[2], lease)
 keep_for(KEYS[3], lease)

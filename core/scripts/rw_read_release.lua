@@ -12,6 +12,7 @@
 -- ARGV[5]  '1': resolve an attempt whose outcome is unknown: release only if
 --          it won (its record says so), else mark it over (lib_attempt.lua)
 -- ARGV[6]  the read hold's fencing token ('0': take it from the record)
+-- ARGV[7]  '1': this lease is a watchdog lease; '0': a fixed LeaseTime
 --
 -- Returns n >= 0  read holds the owner still has
 --         -1      the read hold this lease belongs to is gone: nothing done
@@ -25,12 +26,26 @@ end
 local now = now_ms()
 local n = redis.call('hincrby', KEYS[2], ARGV[1], -1)
 if n > 0 then
-  -- extend this reader's deadline to the lease, never shorten it
-  redis.call('zadd', KEYS[1], 'GT', now + tonumber(ARGV[2]), ARGV[1])
-  keep_for(KEYS[1], tonumber(ARGV[2]))
-  keep_for(KEYS[2], tonumber(ARGV[2]))
+  -- The reader keeps the lease its remaining leases need: at least the
+  -- watchdog lease while one of them is renewed, else until the end of the
+  -- last fixed one.
+  local wk, fk = ':w:' .. ARGV[1], ':f:' .. ARGV[1]
+  local w = tonumber(redis.call('hget', KEYS[2], wk) or 0)
+  if ARGV[7] == '1' and w > 0 then
+    w = redis.call('hincrby', KEYS[2], wk, -1)
+  end
+  local f = tonumber(redis.call('hget', KEYS[2], fk) or 0)
+  if w > 0 then
+    redis.call('zadd', KEYS[1], 'GT', now + tonumber(ARGV[2]), ARGV[1])
+    keep_for(KEYS[1], tonumber(ARGV[2]))
+    keep_for(KEYS[2], tonumber(ARGV[2]))
+  elseif f > now then
+    redis.call('zadd', KEYS[1], 'XX', f, ARGV[1])
+  elseif f > 0 then
+    redis.call('zadd', KEYS[1], 'XX', now, ARGV[1]) -- its fixed leases have ended
+  end
 else
-  redis.call('hdel', KEYS[2], ARGV[1], ':' .. ARGV[1])
+  redis.call('hdel', KEYS[2], ARGV[1], ':' .. ARGV[1], ':w:' .. ARGV[1], ':f:' .. ARGV[1])
   redis.call('zrem', KEYS[1], ARGV[1])
   prune_expired(KEYS[1], KEYS[2], now)
   if redis.call('zcard', KEYS[1]) == 0 then

@@ -1,0 +1,128 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+)
+
+// A late win's give-back never touches the hold Lock's retry won for the same owner.
+func TestLateGiveBackSparesTheRetrysHold(t *testing.T) {
+	for _, k := range holdKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			srv, direct := single(t)
+			insp := newLocks(t, direct)
+			rdb, tp := tapped(t, srv)
+			// Leases of 500ms, renewed by the watchdog: the retry's hold
+			// lives on, the first win's expires while its reply is held.
+			c := newLocks(t, rdb, core.WithWatchdogTimeout(500*time.Millisecond))
+			name := "late-" + k.name
+
+			var acquires atomic.Int32
+			firstExpired, retryWon, givenBack := newLatch(), newLatch(), newLatch()
+			tp.onCommand(func(ctx context.Context, cl call, send func() error) error {
+				if !cl.on(name) || cl.renews() {
+					return send()
+				}
+				if cl.acquires() {
+					n := acquires.Add(1)
+					err := send()
+					switch n {
+					case 1:
+						// The first attempt won; its reply arrives after
+						// its hold expired: too late to use.
+						if eventually(5*time.Second, func() bool { return !heldNow(insp, name) }) {
+							firstExpired.open()
+						}
+					case 2:
+						retryWon.open()
+					}
+					return err
+				}
+				// The give-back of the first win: it lands after the retry.
+				if firstExpired.wait(0) {
+					retryWon.wait(3 * time.Second)
+					defer givenBack.open()
+				}
+				return send()
+			})
+
+			l, err := k.lock(c, name).Lock(ctxTimeout(t, 10*time.Second))
+			if err != nil {
+				t.Fatalf("Lock: %v", err)
+			}
+			defer func() { _ = l.Unlock(context.Background()) }()
+			if !firstExpired.wait(0) {
+				t.Fatal("the first attempt's reply was not held back: the test did not reproduce a late win")
+			}
+			givenBack.wait(3 * time.Second)
+			requireHeldWith(t, insp, name, l, "after the late win was given back")
+			if !alive(l) {
+				t.Fatalf("the lease Lock returned is already cancelled: %v", context.Cause(l.Context()))
+			}
+		})
+	}
+}
+
+// An expired lease's Unlock fails and never touches the same owner's later hold.
+func TestStaleUnlockSparesTheSameOwnersNextHold(t *testing.T) {
+	for _, k := range holdKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			_, rdb := single(t)
+			c := newLocks(t, rdb)
+			insp := newLocks(t, rdb)
+			name := "stale-" + k.name
+			ctx := core.WithOwner(context.Background(), "job-42-attempt-1")
+
+			first := mustLock(t, k.lock(c, name), ctx, core.LeaseTime(100*time.Millisecond))
+			if cause := waitCause(t, first.Context(), 2*time.Second); !errors.Is(cause, core.ErrLockLost) {
+				t.Fatalf("first lease ended with %v, want ErrLockLost", cause)
+			}
+			waitUntil(t, 2*time.Second, "the first hold did not expire in Redis", func() bool {
+				return !inspect(t, insp, name).Held
+			})
+			second := mustLock(t, k.lock(c, name), ctx)
+			defer func() { _ = second.Unlock(context.Background()) }()
+			if second.Token() <= first.Token() {
+				t.Fatalf("second token %d, want more than the first's %d", second.Token(), first.Token())
+			}
+
+			if err := first.Unlock(context.Background()); err == nil {
+				t.Error("the expired lease's Unlock returned nil, want ErrLockLost or ErrNotHeld")
+			}
+			requireHeldWith(t, insp, name, second, "after the expired lease's Unlock")
+			if !alive(second) {
+				t.Fatalf("the second lease was cancelled: %v", context.Cause(second.Context()))
+			}
+		})
+	}
+}
+
+// A fixed-lease re-entry into a watchdog hold ends with its lease once the sibling unlocks.
+func TestFixedLeaseReentryEndsWithItsLease(t *testing.T) {
+	for _, k := range holdKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			_, rdb := single(t)
+			c := newLocks(t, rdb)
+			insp := newLocks(t, rdb)
+			name := "reenter-" + k.name
+			outer := mustLock(t, k.lock(c, name), context.Background()) // watchdog, 30s
+			inner := mustLock(t, k.lock(c, name), outer.Context(), core.LeaseTime(200*time.Millisecond))
+			taken := time.Now()
+			mustUnlock(t, outer)
+
+			const margin = 800 * time.Millisecond
+			if !eventually(time.Until(taken.Add(200*time.Millisecond+margin)), func() bool {
+				return !inspect(t, insp, name).Held
+			}) {
+				t.Fatalf("%s after a 200ms re-entry was taken and its sibling unlocked, Redis still shows %q held by %s",
+					time.Since(taken).Round(time.Millisecond), name, holdsNow(inspect(t, insp, name)))
+			}
+			_ = inner.Unlock(context.Background())
+		})
+	}
+}
