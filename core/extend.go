@@ -1,0 +1,176 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	scriptHoldExtend   = registerScript("hold_extend", "lib_fence", "lib_hold")
+	scriptHolderExtend = registerScript("holder_extend", "lib_fence", "lib_lease")
+)
+
+// extender is a protocol whose holds can be extended (Lease.Extend). id
+// names the call: a copy of it answers the first result. It returns the
+// hold's remaining lease, or ok false when the hold is gone.
+type extender interface {
+	extend(ctx context.Context, r renewal, id string) (left time.Duration, ok bool, err error)
+}
+
+// Extend makes a lease taken with LeaseTime last at least d from now (a
+// longer remaining lease is never shortened), without releasing it: the
+// fencing token stays the same, and the lease's context is cancelled at the
+// new safety deadline instead of the old one. It is for a job that finds it
+// needs longer than the LeaseTime it asked for.
+//
+// Extend names the lease's hold by its fencing token: it refuses a hold that
+// is already gone (the lease is then told, and Extend returns an error
+// matching ErrLockLost), and it never extends a later hold of the same
+// owner. A copy of the call that go-redis retried extends nothing more. A
+// lease renewed by the watchdog (taken without LeaseTime) needs no Extend:
+// it returns nil at once. d must be at least MinLeaseTime.
+//
+// An Extend that fails with ErrUnavailable (or ctx's error) may or may not
+// have landed: the lease keeps the safety deadline it had, and Extend may be
+// retried.
+func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
+	if d < MinLeaseTime {
+		return fmt.Errorf("%w: Extend(%s) is shorter than %s", ErrInvalidOption, d, MinLeaseTime)
+	}
+	if subs := SubLeases(l); subs != nil {
+		errs := make([]error, len(subs))
+		for i, sub := range subs {
+			errs[i] = sub.Extend(ctx, d)
+		}
+		return errors.Join(errs...)
+	}
+	l.mu.Lock() // serialised with Unlock
+	defer l.mu.Unlock()
+	switch {
+	case l.released:
+		return fmt.Errorf("%w: %q already released by this lease", ErrNotHeld, l.info.Name)
+	case l.watchdog:
+		return nil
+	}
+	if cause := context.Cause(l.ctx); errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrClosed) {
+		return fmt.Errorf("keylock: extend %q: %w", l.info.Name, cause)
+	}
+	ext, ok := l.p.(extender)
+	if !ok {
+		return fmt.Errorf("%w: a %s lease cannot be extended", ErrInvalidOption, l.info.Kind)
+	}
+	sent := time.Now()
+	left, held, err := ext.extend(ctx, renewal{owner: l.info.Owner, token: l.token, lease: d}, l.c.newID())
+	if err != nil {
+		return wrapRedis("extend", l.info.Name, err)
+	}
+	if !held {
+		l.c.loseLease(l)
+		return fmt.Errorf("keylock: extend %q: %w", l.info.Name, ErrLockLost)
+	}
+	l.c.extendDeadline(l, sent.Add(left-driftMargin(left)))
+	return nil
+}
+
+// extendDeadline moves l's hold's safety deadline to deadline when that is
+// later (the deadline watch re-files it when it looks).
+func (c *Client) extendDeadline(l *Lease, deadline time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := l.hold; h != nil && !h.gone && deadline.After(h.deadline) {
+		h.deadline = deadline
+	}
+}
+
+// loseLease tells l's hold (all its leases) that it was lost.
+func (c *Client) loseLease(l *Lease) {
+	c.mu.Lock()
+	h := l.hold
+	c.mu.Unlock()
+	if h != nil {
+		c.lose(h, ErrLockLost)
+	}
+}
+
+// decodeExtend reads an extend script's reply: the remaining lease in ms,
+// or -1 when the hold is gone.
+func decodeExtend(v any, err error) (time.Duration, bool, error) {
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := toInt64(v)
+	if err != nil || n < 0 {
+		return 0, false, err
+	}
+	return msDur(n), true, nil
+}
+
+func (m *Mutex) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
+	return decodeExtend(scriptHoldExtend.run(ctx, m.c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
+		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)).Result())
+}
+
+func (a fairAttempt) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
+	return decodeExtend(scriptHoldExtend.run(ctx, a.c.rdb, []string{a.k.lock, a.k.sub("ext:" + id)},
+		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)).Result())
+}
+
+func (w rwWrite) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
+	return decodeExtend(scriptHoldExtend.run(ctx, w.c.rdb, []string{w.k.lock, w.k.sub("ext:" + id)},
+		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)).Result())
+}
+
+func (rd rwRead) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
+	return decodeExtend(scriptHolderExtend.run(ctx, rd.c.rdb, []string{rd.readers, rd.counts, rd.k.sub("ext:" + id)},
+		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL), "1").Result())
+}
+
+func (a semAttempt) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
+	return decodeExtend(scriptHolderExtend.run(ctx, a.c.rdb, []string{a.expiry, a.k.lock, a.k.sub("ext:" + id)},
+		a.holder, "0", ms(r.lease), ms(receiptTTL), "0").Result())
+}
+
+// extend extends the hold on every node at once; it succeeds when a
+// majority still held it and extended it.
+func (a *redlockAttempt) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
+	bound := a.clients[0].cfg.releaseTimeout
+	if d, ok := ctx.Deadline(); ok {
+		bound = max(time.Until(d), time.Millisecond)
+	}
+	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
+		m := a.nodes[i]
+		left, ok, err := decodeExtend(scriptHoldExtend.run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
+			r.owner, tokenArg(a.nodeToken(i)), ms(r.lease), ms(receiptTTL)).Result())
+		if ok {
+			return nodeReply{status: 1, val: left.Milliseconds(), err: err}
+		}
+		return nodeReply{err: err}
+	}, nil)
+	var held, gone int
+	left := time.Duration(-1)
+	var firstErr error
+	for i, rep := range replies {
+		switch {
+		case !got[i]:
+			firstErr = firstOf(firstErr, fmt.Errorf("node %d: no reply within %s", i, bound))
+		case rep.err != nil:
+			firstErr = firstOf(firstErr, fmt.Errorf("node %d: %w", i, rep.err))
+		case rep.status == 1:
+			held++
+			if d := msDur(rep.val); left < 0 || d < left {
+				left = d
+			}
+		default:
+			gone++
+		}
+	}
+	switch {
+	case held >= a.quorum:
+		return left, true, nil
+	case gone > len(a.clients)-a.quorum:
+		return 0, false, nil
+	}
+	return 0, false, fmt.Errorf("redlock: %d of %d nodes extended, need %d: %w", held, len(a.clients), a.quorum, firstErr)
+}
