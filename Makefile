@@ -4,14 +4,14 @@
 GO ?= go
 BENCHTIME ?= 2s
 
-.PHONY: test vet redis bench fuzz chaos contend
+.PHONY: test vet redis chromium bench fuzz chaos contend
 
 # The multi-process suites (the fault suite's short run, the contention
 # harness's smoke run) load every core of the machine: they run after the
 # rest, one at a time, so they do not skew the timing of the engine's tests.
 SOLO := github.com/keylock/keylock/internal/chaos github.com/keylock/keylock/internal/contend
 
-test: redis vet
+test: redis chromium vet
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -x -F $(foreach p,$(SOLO),-e $(p)))
 	$(GO) test -race -count=1 -timeout 20m -p 1 $(SOLO)
 
@@ -34,6 +34,27 @@ redis:
 		echo "  Debian/Ubuntu: sudo apt-get install redis-server" >&2; \
 		echo "  macOS:         brew install redis" >&2; \
 		echo "or point the single-node tests at a server with REDIS_ADDR=host:port" >&2; \
+		exit 1; \
+	fi
+
+# chromium: the dashboard's browser tests drive headless Chromium; without
+# it they fail, unless KEYLOCK_NO_BROWSER=1 says to skip them.
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then \
+		echo "chromium: found"; \
+	elif [ "$$KEYLOCK_NO_BROWSER" = 1 ]; then \
+		echo "chromium: not installed; KEYLOCK_NO_BROWSER=1: the browser tests are skipped"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "chromium: installing chromium with apt-get"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+			{ echo "chromium: apt-get install chromium failed" >&2; exit 1; }; \
+	elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1; then \
+		echo "chromium: installing chromium with sudo apt-get"; \
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "Chromium is not installed: the dashboard's browser tests need it." >&2; \
+		echo "  Debian/Ubuntu: sudo apt-get install chromium" >&2; \
+		echo "  or set KEYLOCK_CHROMIUM=/path/to/chrome, or KEYLOCK_NO_BROWSER=1 to skip those tests" >&2; \
 		exit 1; \
 	fi
 

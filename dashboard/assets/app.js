@@ -154,7 +154,7 @@
       const held = j.locks.filter((l) => l.held).length, waiting = j.locks.reduce((n, l) => n + l.waiters, 0);
       const long = j.locks.filter((l) => l.long).length;
       $("summary").textContent = j.total.toLocaleString() + " lock" + (j.total === 1 ? "" : "s") +
-        (j.locks.length ? " · on this page: " + held + " held, " + waiting + " waiting" + (cfg.longHold ? ", " + long + " held > " + dur(cfg.longHold) : "") : "");
+        (j.locks.length ? " · on this page: " + held + " held, " + waiting + " waiting" + (cfg.longHold ? ", " + long + " long (> " + dur(cfg.longHold) + ")" : "") : "");
       $("range").textContent = j.total ? (j.offset + 1).toLocaleString() + "–" + (j.offset + j.locks.length).toLocaleString() + " of " + j.total.toLocaleString() : "";
       $("prev").disabled = j.offset === 0;
       $("next").disabled = j.offset + j.locks.length >= j.total;
