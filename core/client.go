@@ -103,11 +103,10 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 
 	close(c.done)
-	endGrace := time.AfterFunc(closeGrace, c.cancelGrace)
-	defer func() {
-		endGrace.Stop()
-		c.cancelGrace()
-	}()
+	// Give-backs keep closeGrace from now, also those that start after
+	// Close returns (an attempt on its caller's goroutine whose winning
+	// reply arrives then).
+	time.AfterFunc(closeGrace, c.cancelGrace)
 	for _, h := range holds {
 		c.lose(h, ErrClosed)
 	}

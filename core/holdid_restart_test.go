@@ -69,41 +69,58 @@ func TestLossDuringASiblingsUnlockIsTold(t *testing.T) {
 
 // Closing a Client while a winning reply is on its way gives the win back at once.
 func TestCloseGivesBackAWinInFlight(t *testing.T) {
-	srv, direct := single(t)
-	insp := newLocks(t, direct)
-	rdb, tp := tapped(t, srv)
-	c := core.New(rdb)
-	defer c.Close()
-	const name = "closing"
+	cases := []struct {
+		name string
+		// ctx is the Lock's context: one that can end runs the attempt on
+		// a goroutine the Client owns (Close waits for it), Background runs
+		// it on the caller's (Close does not).
+		ctx func(t *testing.T) context.Context
+		// late is how long after Close began the reply arrives.
+		late time.Duration
+	}{
+		{"reply as Close begins", func(t *testing.T) context.Context { return ctxTimeout(t, 10*time.Second) }, 0},
+		{"reply after Close returned", func(*testing.T) context.Context { return context.Background() }, 100 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(strings.ReplaceAll(tc.name, " ", "-"), func(t *testing.T) {
+			srv, direct := single(t)
+			insp := newLocks(t, direct)
+			rdb, tp := tapped(t, srv)
+			c := core.New(rdb)
+			defer c.Close()
+			const name = "closing"
 
-	inFlight := newLatch()
-	tp.onCommand(func(ctx context.Context, cl call, send func() error) error {
-		if !cl.on(name) || !cl.acquires() {
-			return send()
-		}
-		err := send() // the attempt wins on the server...
-		inFlight.open()
-		select { // ...and its reply arrives once the Client is closing
-		case <-ctx.Done():
-		case <-time.After(5 * time.Second):
-		}
-		return err
-	})
-	out := lockAsync(ctxTimeout(t, 10*time.Second), c.Mutex(name))
-	if !inFlight.wait(5 * time.Second) {
-		t.Fatal("no attempt reached Redis")
-	}
-	if !heldNow(insp, name) {
-		t.Fatal("the attempt in flight did not win: the test did not reproduce a win in flight")
-	}
-	_ = c.Close()
-	closed := time.Now()
-	if o := awaitLock(t, out, 10*time.Second); o.err == nil {
-		t.Fatalf("Lock returned a lease from a closed Client (token %d)", o.lease.Token())
-	}
-	if !eventually(time.Until(closed.Add(time.Second)), func() bool { return !heldNow(insp, name) }) {
-		st := inspect(t, insp, name)
-		t.Fatalf("%s after Close the win in flight is still held in Redis by %s",
-			time.Since(closed).Round(time.Millisecond), holdsNow(st))
+			inFlight := newLatch()
+			tp.onCommand(func(ctx context.Context, cl call, send func() error) error {
+				if !cl.on(name) || !cl.acquires() {
+					return send()
+				}
+				err := send() // the attempt wins on the server...
+				inFlight.open()
+				select { // ...and its reply arrives once the Client is closing
+				case <-ctx.Done():
+					time.Sleep(tc.late)
+				case <-time.After(5 * time.Second):
+				}
+				return err
+			})
+			out := lockAsync(tc.ctx(t), c.Mutex(name))
+			if !inFlight.wait(5 * time.Second) {
+				t.Fatal("no attempt reached Redis")
+			}
+			if !heldNow(insp, name) {
+				t.Fatal("the attempt in flight did not win: the test did not reproduce a win in flight")
+			}
+			_ = c.Close()
+			closed := time.Now()
+			if o := awaitLock(t, out, 10*time.Second); o.err == nil {
+				t.Fatalf("Lock returned a lease from a closed Client (token %d)", o.lease.Token())
+			}
+			if !eventually(time.Until(closed.Add(time.Second)), func() bool { return !heldNow(insp, name) }) {
+				st := inspect(t, insp, name)
+				t.Fatalf("%s after Close the win in flight is still held in Redis by %s",
+					time.Since(closed).Round(time.Millisecond), holdsNow(st))
+			}
+		})
 	}
 }

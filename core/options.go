@@ -60,10 +60,10 @@ const MinLeaseTime = 10 * time.Millisecond
 // reach Redis: go-redis retries a command that timed out (MaxRetries) and a
 // slow network delivers a copy late, but neither outlives the client's
 // write and read timeouts by much. A closed attempt's record — a refused
-// TryLock's, above all — is kept that long, not a whole lease: 8s with
-// go-redis's defaults (3s + 3s + 2s), between 5s and 30s.
+// TryLock's, above all — is kept that long, not a whole lease: 12s with
+// go-redis v9's defaults (5s + 5s + 2s), between 5s and 30s.
 func replayWindow(rdb any) time.Duration {
-	read, write := 3*time.Second, 3*time.Second
+	read, write := 5*time.Second, 5*time.Second // go-redis v9's defaults
 	switch r := rdb.(type) {
 	case interface{ Options() *redis.Options }:
 		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout

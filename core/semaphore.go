@@ -163,9 +163,9 @@ type semTooSmallError struct{ size int }
 func (e *semTooSmallError) Error() string { return errSemaphoreTooSmall.Error() }
 func (e *semTooSmallError) Unwrap() error { return errSemaphoreTooSmall }
 
-func (a semAttempt) info() LockInfo           { return LockInfo{Kind: KindSemaphore, Name: a.k.name} }
-func (a semAttempt) holdKey() string          { return "sem\x00" + a.k.lock + "\x00" + a.holder }
-func (a semAttempt) channel(string) string    { return a.k.ch }
+func (a semAttempt) info() LockInfo                              { return LockInfo{Kind: KindSemaphore, Name: a.k.name} }
+func (a semAttempt) holdKey() string                             { return "sem\x00" + a.k.lock + "\x00" + a.holder }
+func (a semAttempt) channel(string) string                       { return a.k.ch }
 func (a semAttempt) forLease(id string, _ acquireReply) protocol { a.holder = id; return a }
 
 func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
