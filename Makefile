@@ -62,7 +62,7 @@ bench: redis
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
 
 fuzz:
-	$(GO) test ./core -run '^$$' -fuzz FuzzTemplateRender -fuzztime 30s
+	$(GO) test ./keytmpl -run '^$$' -fuzz FuzzTemplateRender -fuzztime 30s
 
 # chaos: the fault suite (internal/chaos). Worker processes loop on every
 # lock kind through fault proxies while latency, spikes, resets, partitions,

@@ -20,7 +20,9 @@
 // same [*Lease]; KINDS.md in this folder describes each. [Client.Locker]
 // builds any of them behind the [Locker] interface the adapters use, and
 // [Classify] tells a transport what an error means (busy, invalid input,
-// deadline, unavailable).
+// deadline, unavailable). Rendering lock names from requests lives in the
+// keytmpl package, and the kernel the adapters share (Guard, Policy, retry
+// hints) in the adapter package.
 //
 // # Owners and re-entry
 //

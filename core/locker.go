@@ -2,9 +2,7 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 )
 
 // Locker is one lock of any kind seen through the Lock/TryLock shape. It is
@@ -48,64 +46,4 @@ func (c *Client) Locker(spec Spec, name string) (Locker, error) {
 		return nil, err
 	}
 	return c.locker(spec, name)
-}
-
-// ErrorClass says what an error from a lock call means for a transport.
-type ErrorClass int
-
-// Error classes, in the order Classify checks them.
-const (
-	ClassNone        ErrorClass = iota // nil error
-	ClassInvalid                       // caller's input: ErrInvalidKey, ErrInvalidName, ErrInvalidOption → 400 / InvalidArgument
-	ClassDeadline                      // the caller's context deadline passed → 504 / DeadlineExceeded
-	ClassCanceled                      // the caller's context was cancelled → 499 / Canceled
-	ClassBusy                          // ErrLocked: held by others (or no permits) → 409 or 429 / Aborted or ResourceExhausted
-	ClassUnavailable                   // Redis unreachable or failing, or the Client closed → 503 / Unavailable
-	ClassInternal                      // ErrSourceFailed: the server's own key source failed → 500 / Internal
-)
-
-// String returns the class's name, such as "busy" or "unavailable", so
-// that a logged class reads as what it means rather than as a number.
-func (c ErrorClass) String() string {
-	switch c {
-	case ClassNone:
-		return "none"
-	case ClassInvalid:
-		return "invalid"
-	case ClassDeadline:
-		return "deadline"
-	case ClassCanceled:
-		return "canceled"
-	case ClassBusy:
-		return "busy"
-	case ClassUnavailable:
-		return "unavailable"
-	case ClassInternal:
-		return "internal"
-	}
-	return "ErrorClass(" + strconv.Itoa(int(c)) + ")"
-}
-
-// Classify maps an error returned by Lock, TryLock, Acquire or Render to
-// the class a transport answers with. A context error wins over ErrLocked:
-// a wait that ended because the caller gave up is the caller's deadline, not
-// contention.
-func Classify(err error) ErrorClass {
-	switch {
-	case err == nil:
-		return ClassNone
-	case errors.Is(err, ErrSourceFailed):
-		return ClassInternal
-	case errors.Is(err, ErrInvalidKey), errors.Is(err, ErrInvalidName), errors.Is(err, ErrInvalidOption):
-		return ClassInvalid
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrClosed):
-		return ClassUnavailable
-	case errors.Is(err, context.DeadlineExceeded):
-		return ClassDeadline
-	case errors.Is(err, context.Canceled):
-		return ClassCanceled
-	case errors.Is(err, ErrLocked):
-		return ClassBusy
-	}
-	return ClassUnavailable
 }

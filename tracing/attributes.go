@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 // Attribute keys. Durations are float seconds. The README lists where each
@@ -154,7 +155,7 @@ func lossCause(err error) int {
 // errorTypes maps the errors keylock returns to low-cardinality error.type
 // values and to a status description that holds no lock name. Context
 // errors come before ErrLocked: a wait the caller's context ended is the
-// caller's deadline, not contention (as core.Classify has it).
+// caller's deadline, not contention (as adapter.Classify has it).
 var errorTypes = []struct {
 	target error
 	typ    string
@@ -165,7 +166,7 @@ var errorTypes = []struct {
 	{core.ErrUnavailable, "unavailable"},
 	{core.ErrInvalidName, "invalid_name"},
 	{core.ErrInvalidOption, "invalid_option"},
-	{core.ErrInvalidKey, "invalid_key"},
+	{keytmpl.ErrInvalidKey, "invalid_key"},
 	{context.DeadlineExceeded, "deadline_exceeded"},
 	{context.Canceled, "canceled"},
 	{core.ErrLocked, "locked"},

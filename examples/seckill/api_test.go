@@ -19,6 +19,7 @@ import (
 
 	"github.com/keylock/keylock/core"
 	pb "github.com/keylock/keylock/examples/seckill/seckillpb"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 // holdBuyLock takes the per-buyer lock of (item, user) through its own
@@ -28,7 +29,7 @@ func holdBuyLock(t *testing.T, redisAddr, item, user string) (release func()) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	locks := core.New(rdb)
-	name, err := core.MustParseTemplate(buyTemplate).Render(core.ResolverFunc(func(p core.Placeholder, _ int) (string, bool) {
+	name, err := keytmpl.MustParse(buyTemplate).Render(keytmpl.ResolverFunc(func(p keytmpl.Placeholder, _ int) (string, bool) {
 		if p.Source == "path" {
 			return item, true
 		}

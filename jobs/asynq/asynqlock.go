@@ -8,7 +8,9 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 // Middleware returns an asynq.MiddlewareFunc for ServeMux.Use that runs
@@ -38,7 +40,7 @@ func NewMiddleware(locks *core.Client, opts ...Option) (asynq.MiddlewareFunc, er
 	if locks == nil {
 		return nil, errors.New("asynqlock: NewMiddleware: nil *core.Client")
 	}
-	cfg := config{sources: core.NewSources(builtinSources)}
+	cfg := config{sources: keytmpl.NewSources(builtinSources)}
 	cfg.apply(opts)
 	if err := cfg.policy.Err(); err != nil {
 		return nil, fmt.Errorf("asynqlock: %w", err)
@@ -92,7 +94,7 @@ func NewHandler(h asynq.Handler, locks *core.Client, template string, opts ...Op
 	if h == nil {
 		return nil, errors.New("asynqlock: Wrap: nil handler")
 	}
-	cfg := config{sources: core.NewSources(builtinSources)}
+	cfg := config{sources: keytmpl.NewSources(builtinSources)}
 	cfg.apply(opts)
 	if len(cfg.tasks) > 0 {
 		return nil, fmt.Errorf("asynqlock: Wrap: WithTask(%q) is for Middleware; Wrap takes its template as an argument", cfg.tasks[0].taskType)
@@ -115,13 +117,13 @@ func (h *handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 // taskLock is one template with its options, ready to lock tasks.
 type taskLock struct {
-	g          *core.Guard[*attempt]
+	g          *adapter.Guard[*attempt]
 	skip       bool
 	retryDelay time.Duration
 }
 
 func newTaskLock(locks *core.Client, template string, cfg *config) (*taskLock, error) {
-	g, err := core.NewGuard(locks, template, cfg.policy, cfg.sources)
+	g, err := adapter.NewGuard(locks, template, cfg.policy, cfg.sources)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +139,7 @@ func newTaskLock(locks *core.Client, template string, cfg *config) (*taskLock, e
 // release.
 func (l *taskLock) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
 	id, _ := asynq.GetTaskID(ctx)
-	ctx = core.WithAttempt(ctx, "asynq", id)
+	ctx = adapter.WithAttempt(ctx, "asynq", id)
 	lease, err := l.g.Acquire(ctx, &attempt{ctx: ctx, task: t})
 	if err != nil {
 		if l.g.FailsOpen(err) {
@@ -170,7 +172,7 @@ func LeaseFrom(ctx context.Context) (*core.Lease, bool) { return core.LeaseFrom(
 // when busy, and retry as a plain failure otherwise (Redis unreachable,
 // client closed, the task's context ended while waiting).
 func (l *taskLock) lockError(t *asynq.Task, err error) error {
-	switch core.Classify(err) {
+	switch adapter.Classify(err) {
 	case core.ClassInvalid:
 		return fmt.Errorf("asynqlock: task %q: %w: %w", t.Type(), err, asynq.SkipRetry)
 	case core.ClassBusy:

@@ -9,7 +9,9 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 // Defaults, stated once.
@@ -19,7 +21,7 @@ const (
 	// the holder's remaining TTL).
 	DefaultRetryDelay = time.Second
 	// DefaultReleaseTimeout bounds the release of a task's lock.
-	DefaultReleaseTimeout = core.DefaultReleaseTimeout
+	DefaultReleaseTimeout = adapter.DefaultReleaseTimeout
 )
 
 // Option configures Middleware, NewMiddleware, Wrap and NewHandler.
@@ -32,15 +34,15 @@ type Option func(*config)
 // task's error: it is archived without retry.
 type SourceFunc func(ctx context.Context, t *asynq.Task) (value string, ok bool)
 
-// Busy behaviours (core.Policy.SetBusy).
+// Busy behaviours (adapter.Policy.SetBusy).
 const (
 	busyRetry = "retry" // return a *BusyError (default), after WithWait if set
 	busySkip  = "skip"  // return nil: drop the duplicate
 )
 
 type config struct {
-	policy     core.Policy
-	sources    core.Sources[*attempt]
+	policy     adapter.Policy
+	sources    keytmpl.Sources[*attempt]
 	retryDelay time.Duration // base delay of a busy retry; 0: DefaultRetryDelay
 
 	tasks  []taskRule // WithTask rules (Middleware only)
@@ -54,7 +56,7 @@ type taskRule struct {
 	opts     []Option
 }
 
-func (c *config) apply(opts []Option) { core.Apply(c, opts) }
+func (c *config) apply(opts []Option) { adapter.Apply(c, opts) }
 
 func (c *config) fail(format string, args ...any) {
 	c.policy.Fail(fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidOption}, args...)...))
@@ -92,13 +94,11 @@ func WithTask(taskType, template string, opts ...Option) Option {
 // a name added twice is a start-up error.
 func WithSource(name string, fn SourceFunc) Option {
 	return func(c *config) {
-		var l core.Lookup[*attempt]
+		var l keytmpl.Lookup[*attempt]
 		if fn != nil {
-			l = func(a *attempt) (string, error) { return core.Present(fn(a.ctx, a.task)) }
+			l = func(a *attempt) (string, error) { return keytmpl.Present(fn(a.ctx, a.task)) }
 		}
-		if err := c.sources.Add(name, l); err != nil {
-			c.policy.Fail(err)
-		}
+		adapter.AddSource(&c.policy, &c.sources, name, l)
 	}
 }
 

@@ -12,7 +12,7 @@
 //
 // # Keys
 //
-// A template is literal text plus placeholders (see core.ParseTemplate):
+// A template is literal text plus placeholders (see keytmpl.Parse):
 //
 //   - {payload.<dotted.path>}: a value in the task's JSON payload. Strings
 //     give their text, numbers their JSON text as written, booleans
@@ -20,7 +20,7 @@
 //     ({payload.items.0.sku}). Member names match as encoding/json matches
 //     them to struct fields (case-insensitively); a payload with two names
 //     equal under case folding, or a duplicate, is refused as ambiguous
-//     (see core.JSONPath.Lookup), so the lock is always taken for the value
+//     (see keytmpl.JSONPath.Lookup), so the lock is always taken for the value
 //     the handler decodes.
 //   - {type}: the task type. {queue}: the queue the task came from.
 //   - {name}: a custom source added with [WithSource].

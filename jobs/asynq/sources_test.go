@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 // offlineClient is a core.Client whose Redis is never contacted: building
@@ -62,7 +63,7 @@ func TestRender(t *testing.T) {
 		{"o:{payload.order_id}", `{"order_id": [1]}`, "", "{payload.order_id}: payload: a JSON array, not a string, number or boolean"},
 		{"o:{payload.order_id}", `{"order_id": {}}`, "", "{payload.order_id}: payload: a JSON object, not a string, number or boolean"},
 		{"o:{payload.order_id}", `{"order_id": ""}`, "", "{payload.order_id}: empty"},
-		{"o:{payload.order_id}", `{"order_id": "` + strings.Repeat("x", core.MaxKeyValueLen+1) + `"}`, "", "{payload.order_id}: too long"},
+		{"o:{payload.order_id}", `{"order_id": "` + strings.Repeat("x", keytmpl.MaxValueLen+1) + `"}`, "", "{payload.order_id}: too long"},
 		{"i:{payload.items.2}", `{"items": [1, 2]}`, "", "{payload.items.2}: missing"},
 		{"i:{payload.items.01}", `{"items": [1, 2]}`, "", "{payload.items.01}: missing"},
 		{"i:{payload.items.-1}", `{"items": [1, 2]}`, "", "{payload.items.-1}: missing"},
@@ -80,14 +81,14 @@ func TestRender(t *testing.T) {
 		switch {
 		case tc.wantErr == "" && (err != nil || got != tc.want):
 			t.Errorf("%s with %s: got %q, %v; want %q", tc.template, tc.payload, got, err, tc.want)
-		case tc.wantErr != "" && (!errors.Is(err, core.ErrInvalidKey) || !strings.Contains(err.Error(), tc.wantErr)):
-			t.Errorf("%s with %.40s: got %q, %v; want a core.ErrInvalidKey containing %q", tc.template, tc.payload, got, err, tc.wantErr)
+		case tc.wantErr != "" && (!errors.Is(err, keytmpl.ErrInvalidKey) || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s with %.40s: got %q, %v; want a keytmpl.ErrInvalidKey containing %q", tc.template, tc.payload, got, err, tc.wantErr)
 		}
 	}
 }
 
 func configWith(opts ...Option) *config {
-	cfg := config{sources: core.NewSources(builtinSources)}
+	cfg := config{sources: keytmpl.NewSources(builtinSources)}
 	cfg.apply(opts)
 	return &cfg
 }

@@ -7,17 +7,20 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
+	"github.com/keylock/keylock/middleware/internal/httpguard"
 )
 
 // Defaults of the options.
 const (
 	// DefaultMaxBodyBytes is how much of a request body a {json.*}
 	// placeholder reads at most (WithMaxBodyBytes).
-	DefaultMaxBodyBytes = core.DefaultMaxBodyBytes
+	DefaultMaxBodyBytes = httpguard.DefaultMaxBodyBytes
 	// DefaultReleaseTimeout bounds the release of the lock after the
 	// handler (WithReleaseTimeout).
-	DefaultReleaseTimeout = core.DefaultReleaseTimeout
+	DefaultReleaseTimeout = adapter.DefaultReleaseTimeout
 )
 
 // Option configures Middleware and New. A nil Option is ignored.
@@ -26,8 +29,8 @@ type Option func(*config)
 // config is the middleware's configuration: core's shared policy plus
 // what only gin has. Each option's doc comment states its default.
 type config struct {
-	policy  core.Policy
-	sources core.Sources[*request]
+	policy  adapter.Policy
+	sources keytmpl.Sources[*request]
 	busy    func(*gin.Context, error) // nil: (*middleware).defaultBusy
 	onError func(*gin.Context, int, error)
 	maxBody int64
@@ -105,7 +108,7 @@ func WithReleaseTimeout(d time.Duration) Option {
 // aborted and err recorded with c.Error: f only writes the response.
 // Default: 409 Conflict (429 Too Many Requests for a semaphore) with a
 // Retry-After header in whole seconds — the holder's TTL capped at
-// core.MaxRetryHint, so always 1 — and the JSON body
+// adapter.MaxRetryHint, so always 1 — and the JSON body
 //
 //	{"error":"locked","key_template":"…","retry_after_ms":1000}
 //
@@ -123,9 +126,9 @@ func WithBusyHandler(f func(c *gin.Context, err error)) Option {
 
 // WithErrorHandler sets the response for the other failures: status is
 // 400 (a key value is missing, empty, too long or refused; err is a
-// *core.KeyError naming the placeholder), 500 (a source of the server's own
+// *keytmpl.KeyError naming the placeholder), 500 (a source of the server's own
 // failed, e.g. a {ctx.*} value of a type that cannot be a key: err matches
-// core.ErrSourceFailed), 503 (Redis is unreachable, fail closed), 504 (the
+// keytmpl.ErrSourceFailed), 503 (Redis is unreachable, fail closed), 504 (the
 // request's own deadline passed while waiting) or 499 (the client went away
 // while waiting). The chain is already aborted and err is already recorded
 // with c.Error: f only writes the response. Default: the status with a JSON
@@ -169,12 +172,10 @@ func WithMaxBodyBytes(n int64) Option {
 // registered twice is a start-up error.
 func WithSource(name string, f SourceFunc) Option {
 	return func(c *config) {
-		var l core.Lookup[*request]
+		var l keytmpl.Lookup[*request]
 		if f != nil {
-			l = func(r *request) (string, error) { return core.Present(f(r.c)) }
+			l = func(r *request) (string, error) { return keytmpl.Present(f(r.c)) }
 		}
-		if err := c.sources.Add(name, l); err != nil {
-			c.policy.Fail(err)
-		}
+		adapter.AddSource(&c.policy, &c.sources, name, l)
 	}
 }

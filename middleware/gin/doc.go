@@ -15,7 +15,7 @@
 // # Key templates
 //
 // A template is literal text plus placeholders, parsed and checked once
-// when the middleware is built (see core.ParseTemplate for the syntax and
+// when the middleware is built (see keytmpl.Parse for the syntax and
 // the encoding that keeps keys unambiguous). The placeholders are:
 //
 //	{path.item}        route parameter :item (c.Params)
@@ -36,9 +36,9 @@
 // encoding/json matches them to struct fields (case-insensitively), and an
 // object with two names equal under case folding (or a duplicate) is
 // refused, because encoding/json keeps the last of them: the lock must be
-// taken for the value the handler will use (see core.JSONPath.Lookup).
+// taken for the value the handler will use (see keytmpl.JSONPath.Lookup).
 //
-// A missing, empty or oversized (over core.MaxKeyValueLen bytes) value is
+// A missing, empty or oversized (over keytmpl.MaxValueLen bytes) value is
 // the client's error: 400 with a JSON body naming the placeholder.
 //
 // # Responses
@@ -52,7 +52,7 @@
 //	client gone while waiting           499, no body
 //
 // Retry-After is the holder's remaining lease as Redis reports it, capped at
-// core.MaxRetryHint (1s) and rounded up to whole seconds, so it is 1: a lock
+// adapter.MaxRetryHint (1s) and rounded up to whole seconds, so it is 1: a lock
 // the watchdog renews reports 20–30s left however soon its holder is done.
 //
 // A {ctx.*} value of a type that cannot be a key (a struct) is the server's

@@ -2,15 +2,16 @@ package ginlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
+	"github.com/keylock/keylock/middleware/internal/httpguard"
 )
 
 // FailOpenKey is the gin context key under which a middleware built with
@@ -21,7 +22,7 @@ const FailOpenKey = "github.com/keylock/keylock/middleware/gin.failOpen"
 
 // StatusClientClosedRequest (499, nginx's convention) is the status given
 // to a request whose client went away while it waited for the lock.
-const StatusClientClosedRequest = 499
+const StatusClientClosedRequest = httpguard.StatusClientClosedRequest
 
 // Middleware returns a gin middleware that runs the rest of the chain while
 // holding the lock whose name is template rendered for the request (see the
@@ -45,9 +46,9 @@ func Middleware(locks *core.Client, template string, opts ...Option) gin.Handler
 //
 //	ginlock: keylock: template "a:{foo.x}": placeholder {foo.x}: unknown source "foo" (…)
 func New(locks *core.Client, template string, opts ...Option) (gin.HandlerFunc, error) {
-	cfg := config{sources: core.NewSources(builtinSources), onError: defaultError}
-	core.Apply(&cfg, opts)
-	g, err := core.NewGuard(locks, template, cfg.policy, cfg.sources)
+	cfg := config{sources: keytmpl.NewSources(builtinSources), onError: defaultError}
+	adapter.Apply(&cfg, opts)
+	g, err := adapter.NewGuard(locks, template, cfg.policy, cfg.sources)
 	if err != nil {
 		return nil, fmt.Errorf("ginlock: %w", err)
 	}
@@ -61,7 +62,7 @@ func New(locks *core.Client, template string, opts ...Option) (gin.HandlerFunc, 
 
 // middleware is one Middleware: core's guard plus the responses.
 type middleware struct {
-	g    *core.Guard[*request]
+	g    *adapter.Guard[*request]
 	cfg  config
 	pool sync.Pool // *request
 }
@@ -102,68 +103,31 @@ func (m *middleware) refuse(c *gin.Context, err error) {
 		return
 	}
 	c.Abort()
-	switch core.Classify(err) {
-	case core.ClassBusy:
+	switch status := httpguard.Status(adapter.Classify(err)); status {
+	case http.StatusConflict:
 		m.cfg.busy(c, err)
-	case core.ClassInvalid:
-		m.cfg.onError(c, http.StatusBadRequest, err)
-	case core.ClassInternal:
-		m.cfg.onError(c, http.StatusInternalServerError, err)
-	case core.ClassDeadline:
-		m.cfg.onError(c, http.StatusGatewayTimeout, err)
-	case core.ClassCanceled:
-		m.cfg.onError(c, StatusClientClosedRequest, err)
-	default: // ClassUnavailable
-		m.cfg.onError(c, http.StatusServiceUnavailable, err)
+	default:
+		m.cfg.onError(c, status, err)
 	}
-}
-
-// BusyBody is the default JSON answer to a busy key.
-type busyBody struct {
-	Error        string `json:"error"`
-	KeyTemplate  string `json:"key_template"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
 }
 
 // defaultBusy answers 409 (429 for a semaphore) with Retry-After.
 func (m *middleware) defaultBusy(c *gin.Context, err error) {
-	ms := core.RetryHint(err).Milliseconds()
-	c.Header("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
-	status, code := http.StatusConflict, "locked"
-	if m.g.Semaphore() {
-		status, code = http.StatusTooManyRequests, "concurrency_limit"
-	}
-	c.AbortWithStatusJSON(status, busyBody{Error: code, KeyTemplate: m.g.Template().String(), RetryAfterMS: ms})
+	abort(c, httpguard.Busy(err, m.g.Template().String(), m.g.Semaphore()))
 }
 
-// errorBody is the default JSON answer to the other failures.
-type errorBody struct {
-	Error       string `json:"error"`
-	Placeholder string `json:"placeholder,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	Message     string `json:"message,omitempty"`
-}
+func defaultError(c *gin.Context, status int, err error) { abort(c, httpguard.Error(status, err)) }
 
-func defaultError(c *gin.Context, status int, err error) {
-	switch status {
-	case http.StatusBadRequest:
-		body := errorBody{Error: "invalid_key", Message: "invalid lock key"}
-		// A KeyError names the placeholder, never the value: safe to show.
-		if ke := (*core.KeyError)(nil); errors.As(err, &ke) {
-			body.Placeholder, body.Reason, body.Message = ke.Placeholder.String(), ke.Reason, ke.Error()
-		}
-		c.AbortWithStatusJSON(status, body)
-	case http.StatusInternalServerError:
-		c.AbortWithStatusJSON(status, errorBody{Error: "lock_source_failed"})
-	case http.StatusGatewayTimeout:
-		c.AbortWithStatusJSON(status, errorBody{Error: "lock_timeout"})
-	case http.StatusServiceUnavailable:
-		// The cause (addresses, Redis messages) goes to c.Errors, not to
-		// the client.
-		c.AbortWithStatusJSON(status, errorBody{Error: "lock_unavailable"})
-	default:
-		c.AbortWithStatus(status)
+// abort sends a default answer through gin, so gin's writer sees it.
+func abort(c *gin.Context, a httpguard.Answer) {
+	if a.RetryAfter != "" {
+		c.Header("Retry-After", a.RetryAfter)
 	}
+	if a.Body == nil {
+		c.AbortWithStatus(a.Status)
+		return
+	}
+	c.AbortWithStatusJSON(a.Status, a.Body)
 }
 
 // LeaseFrom returns the lease held for this request by the innermost

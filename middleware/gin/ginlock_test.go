@@ -17,6 +17,7 @@ import (
 
 	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/internal/redistest"
+	"github.com/keylock/keylock/keytmpl"
 	ginlock "github.com/keylock/keylock/middleware/gin"
 )
 
@@ -270,7 +271,7 @@ func TestReadWrite(t *testing.T) {
 
 func TestBadKey400(t *testing.T) {
 	e := newEnv(t)
-	long := strings.Repeat("x", core.MaxKeyValueLen+44)
+	long := strings.Repeat("x", keytmpl.MaxValueLen+44)
 	tests := []struct {
 		name     string
 		template string
@@ -755,9 +756,9 @@ func TestCustomResponses(t *testing.T) {
 	if got := s.post(t, "/items/1", ""); got.status != http.StatusBadRequest || got.body != "bad" {
 		t.Errorf("missing header: %d %q, want 400 \"bad\" from the error handler", got.status, got.body)
 	}
-	var ke *core.KeyError
+	var ke *keytmpl.KeyError
 	if err, _ := badErr.Load().(error); !errors.As(err, &ke) || ke.Placeholder.String() != "{header.X-User-ID}" {
-		t.Errorf("error handler got %v, want a *core.KeyError for {header.X-User-ID}", err)
+		t.Errorf("error handler got %v, want a *keytmpl.KeyError for {header.X-User-ID}", err)
 	}
 
 	holder := make(chan reply, 1)

@@ -8,32 +8,33 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
+	"github.com/keylock/keylock/middleware/internal/httpguard"
 )
 
 // SourceFunc supplies the value of a custom placeholder (see WithSource)
 // for one request. ok=false means the value is missing.
 type SourceFunc func(c *gin.Context) (value string, ok bool)
 
-// request is one request being resolved: core's HTTP request state plus
+// request is one request being resolved: httpguard's HTTP request state plus
 // the gin context. It is pooled by the middleware.
 type request struct {
-	core.HTTPRequest
+	httpguard.Input
 	c *gin.Context
 }
 
-// builtinSources are core's HTTP sources (query, header, json, method)
+// builtinSources are httpguard's HTTP sources (query, header, json, method)
 // plus gin's own.
-var builtinSources = func() map[string]core.Source[*request] {
-	s := core.HTTPSources[*request]()
-	maps.Copy(s, map[string]core.Source[*request]{
-		"path": core.Named("{path.item}", func(name string) (core.Lookup[*request], error) {
-			return func(r *request) (string, error) { return core.Present(r.c.Params.Get(name)) }, nil
+var builtinSources = func() map[string]keytmpl.Source[*request] {
+	s := httpguard.Sources[*request]()
+	maps.Copy(s, map[string]keytmpl.Source[*request]{
+		"path": keytmpl.Named("{path.item}", func(name string) (keytmpl.Lookup[*request], error) {
+			return func(r *request) (string, error) { return keytmpl.Present(r.c.Params.Get(name)) }, nil
 		}),
-		"ctx": core.Named("{ctx.user}", func(name string) (core.Lookup[*request], error) {
+		"ctx": keytmpl.Named("{ctx.user}", func(name string) (keytmpl.Lookup[*request], error) {
 			return func(r *request) (string, error) { return ctxValue(r.c, name) }, nil
 		}),
-		"route": core.Bare(func(r *request) (string, error) { return r.c.FullPath(), nil }),
+		"route": keytmpl.Bare(func(r *request) (string, error) { return r.c.FullPath(), nil }),
 	})
 	return s
 }()
@@ -41,18 +42,18 @@ var builtinSources = func() map[string]core.Source[*request] {
 // ctxValue reads a value put in the gin context with c.Set: a string, a
 // fmt.Stringer, or any value of string or integer kind (so named types such
 // as `type UserID int64` work). A value of another type is the server's
-// mistake, not the client's: an error matching core.ErrSourceFailed (500).
+// mistake, not the client's: an error matching keytmpl.ErrSourceFailed (500).
 func ctxValue(c *gin.Context, name string) (string, error) {
 	v, ok := c.Get(name)
 	if !ok || v == nil {
-		return "", core.ErrMissing
+		return "", keytmpl.ErrMissing
 	}
 	if s, ok := v.(string); ok {
 		return s, nil
 	}
 	rv := reflect.ValueOf(v)
 	if rv.Kind() == reflect.Pointer && rv.IsNil() {
-		return "", core.ErrMissing
+		return "", keytmpl.ErrMissing
 	}
 	if s, ok := v.(fmt.Stringer); ok {
 		return s.String(), nil
@@ -65,5 +66,5 @@ func ctxValue(c *gin.Context, name string) (string, error) {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		return strconv.FormatUint(rv.Uint(), 10), nil
 	}
-	return "", fmt.Errorf("%w: gin context value %q of type %T is not a string, fmt.Stringer or integer", core.ErrSourceFailed, name, v)
+	return "", fmt.Errorf("%w: gin context value %q of type %T is not a string, fmt.Stringer or integer", keytmpl.ErrSourceFailed, name, v)
 }

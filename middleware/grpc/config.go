@@ -5,12 +5,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 // DefaultReleaseTimeout bounds the release of a lock after the handler
 // returns (see WithReleaseTimeout).
-const DefaultReleaseTimeout = core.DefaultReleaseTimeout
+const DefaultReleaseTimeout = adapter.DefaultReleaseTimeout
 
 // Option configures the interceptors built by New, UnaryServerInterceptor
 // and StreamServerInterceptor. A nil Option is ignored.
@@ -29,18 +31,18 @@ type SourceFunc func(ctx context.Context, req any) (value string, ok bool)
 
 type config struct {
 	rules   []ruleConfig
-	sources core.Sources[*call]
-	policy  core.Policy // package-wide defaults (WithReleaseTimeout)
+	sources keytmpl.Sources[*call]
+	policy  adapter.Policy // package-wide defaults (WithReleaseTimeout)
 }
 
 type ruleConfig struct {
 	method   string
 	template string
 	opts     []RuleOption
-	p        core.Policy // built in New: the package policy, then opts
+	p        adapter.Policy // built in New: the package policy, then opts
 }
 
-func (rc *ruleConfig) policy() *core.Policy { return &rc.p }
+func (rc *ruleConfig) policy() *adapter.Policy { return &rc.p }
 
 // WithMethod locks calls of one method, named by its full gRPC name
 // ("/package.Service/Method", as in grpc.UnaryServerInfo.FullMethod), with
@@ -73,13 +75,11 @@ func WithMethod(fullMethod, template string, opts ...RuleOption) Option {
 // sources. A bad name, a nil fn or a name added twice is an error.
 func WithSource(name string, fn SourceFunc) Option {
 	return func(c *config) {
-		var l core.Lookup[*call]
+		var l keytmpl.Lookup[*call]
 		if fn != nil {
-			l = func(c *call) (string, error) { return core.Present(fn(c.ctx, c.req)) }
+			l = func(c *call) (string, error) { return keytmpl.Present(fn(c.ctx, c.req)) }
 		}
-		if err := c.sources.Add(name, l); err != nil {
-			c.policy.Fail(err)
-		}
+		adapter.AddSource(&c.policy, &c.sources, name, l)
 	}
 }
 

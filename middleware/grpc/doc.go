@@ -20,7 +20,7 @@
 // # Rules
 //
 // Each rule names one method by its full name and a key template (see
-// core.ParseTemplate). Methods without a rule pass through untouched: the
+// keytmpl.Parse). Methods without a rule pass through untouched: the
 // cost is one map lookup. Templates are parsed and their placeholders
 // checked when the interceptors are built: New returns the error, and
 // UnaryServerInterceptor and StreamServerInterceptor panic with it, so a bad
@@ -48,7 +48,7 @@
 //
 // # Status codes
 //
-// Errors from core are classified with core.Classify and answered with:
+// Errors from core are classified with adapter.Classify and answered with:
 //
 //	key busy                                     Aborted + RetryInfo + ErrorInfo{Reason: LOCK_BUSY}
 //	semaphore full                               ResourceExhausted + RetryInfo + ErrorInfo{Reason: LOCK_BUSY}

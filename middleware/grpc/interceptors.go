@@ -8,7 +8,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 // Interceptors holds the per-method lock rules and hands out the unary and
@@ -21,7 +23,7 @@ type Interceptors struct {
 
 // rule is one method's guard.
 type rule struct {
-	g        *core.Guard[*call]
+	g        *adapter.Guard[*call]
 	quoted   string // strconv.Quote(template), for messages
 	needsMsg bool   // a placeholder reads the request: lock a stream on its first message
 }
@@ -37,8 +39,8 @@ func New(locks *core.Client, opts ...Option) (*Interceptors, error) {
 	if locks == nil {
 		return nil, errors.New("grpclock: nil *core.Client")
 	}
-	cfg := config{sources: core.NewSources(builtinSources(nil))}
-	core.Apply(&cfg, opts)
+	cfg := config{sources: keytmpl.NewSources(builtinSources(nil))}
+	adapter.Apply(&cfg, opts)
 	if err := cfg.policy.Err(); err != nil {
 		return nil, fmt.Errorf("grpclock: %w", err)
 	}
@@ -62,8 +64,8 @@ func newRule(locks *core.Client, rc ruleConfig, cfg *config) (*rule, error) {
 		return nil, err
 	}
 	rc.p = cfg.policy.Layer()
-	core.Apply(&rc, rc.opts)
-	g, err := core.NewGuard(locks, rc.template, rc.p, cfg.sources.With("req", reqSource(in)))
+	adapter.Apply(&rc, rc.opts)
+	g, err := adapter.NewGuard(locks, rc.template, rc.p, cfg.sources.With("req", reqSource(in)))
 	if err != nil {
 		return nil, err
 	}

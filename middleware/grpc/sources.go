@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 // Built-in placeholder sources.
@@ -31,17 +31,17 @@ type call struct {
 
 // builtinSources are the sources of a method whose request message type is
 // in (nil when the method is not registered).
-func builtinSources(in protoreflect.MessageDescriptor) map[string]core.Source[*call] {
-	return map[string]core.Source[*call]{
+func builtinSources(in protoreflect.MessageDescriptor) map[string]keytmpl.Source[*call] {
+	return map[string]keytmpl.Source[*call]{
 		srcReq:    reqSource(in),
-		srcMD:     core.Named("{md.x-user-id}", mdSource),
-		srcMethod: core.Bare(func(c *call) (string, error) { return c.method, nil }),
+		srcMD:     keytmpl.Named("{md.x-user-id}", mdSource),
+		srcMethod: keytmpl.Bare(func(c *call) (string, error) { return c.method, nil }),
 	}
 }
 
 // mdSource reads the first value of an incoming metadata key. Keys are
 // matched lower-case, as gRPC stores them.
-func mdSource(key string) (core.Lookup[*call], error) {
+func mdSource(key string) (keytmpl.Lookup[*call], error) {
 	key = strings.ToLower(key)
 	for i := 0; i < len(key); i++ {
 		c := key[i]
@@ -52,7 +52,7 @@ func mdSource(key string) (core.Lookup[*call], error) {
 	return func(c *call) (string, error) {
 		vs := metadata.ValueFromIncomingContext(c.ctx, key)
 		if len(vs) == 0 {
-			return "", core.ErrMissing
+			return "", keytmpl.ErrMissing
 		}
 		return vs[0], nil
 	}, nil
@@ -61,8 +61,8 @@ func mdSource(key string) (core.Lookup[*call], error) {
 // reqSource reads a field of the request message by its protobuf name;
 // dots select fields of nested messages. With in, the path is checked at
 // start-up.
-func reqSource(in protoreflect.MessageDescriptor) core.Source[*call] {
-	return core.Named("{req.item_id}", func(path string) (core.Lookup[*call], error) {
+func reqSource(in protoreflect.MessageDescriptor) keytmpl.Source[*call] {
+	return keytmpl.Named("{req.item_id}", func(path string) (keytmpl.Lookup[*call], error) {
 		parts := strings.Split(path, ".")
 		names := make([]protoreflect.Name, len(parts))
 		for i, s := range parts {
@@ -79,9 +79,9 @@ func reqSource(in protoreflect.MessageDescriptor) core.Source[*call] {
 		return func(c *call) (string, error) {
 			m, ok := c.req.(proto.Message)
 			if !ok {
-				return "", core.ErrMissing
+				return "", keytmpl.ErrMissing
 			}
-			return core.Present(fieldValue(m.ProtoReflect(), names))
+			return keytmpl.Present(fieldValue(m.ProtoReflect(), names))
 		}, nil
 	})
 }

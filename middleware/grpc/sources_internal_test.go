@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 	"github.com/keylock/keylock/middleware/grpc/internal/testpb"
 )
 
@@ -79,7 +80,7 @@ func TestStatusMapping(t *testing.T) {
 	locks := core.New(rdb)
 	t.Cleanup(func() { _ = locks.Close() })
 	newTestRule := func(opts ...RuleOption) *rule {
-		cfg := &config{sources: core.NewSources(builtinSources(nil))}
+		cfg := &config{sources: keytmpl.NewSources(builtinSources(nil))}
 		r, err := newRule(locks, ruleConfig{method: "/x.v1.Svc/Do", template: "k:{req.id}", opts: opts}, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +90,7 @@ func TestStatusMapping(t *testing.T) {
 	mutex, sem := newTestRule(), newTestRule(Semaphore(2))
 	locked := &core.LockedError{Name: "k:1", TTL: 700 * time.Millisecond}
 	watchdogHeld := &core.LockedError{Name: "k:1", TTL: 25 * time.Second}
-	keyErr := &core.KeyError{Placeholder: core.Placeholder{Source: "req", Name: "id"}, Reason: "missing"}
+	keyErr := &keytmpl.KeyError{Placeholder: keytmpl.Placeholder{Source: "req", Name: "id"}, Reason: "missing"}
 	for _, tc := range []struct {
 		name   string
 		r      *rule
@@ -109,7 +110,7 @@ func TestStatusMapping(t *testing.T) {
 		{"client closed", mutex, core.ErrClosed, codes.Unavailable, ReasonUnavailable, 0, ""},
 		{"deadline", mutex, errors.Join(locked, context.DeadlineExceeded), codes.DeadlineExceeded, "", 0, ""},
 		{"cancelled", mutex, errors.Join(locked, context.Canceled), codes.Canceled, "", 0, ""},
-		{"source failed", mutex, fmt.Errorf("x: %w", core.ErrSourceFailed), codes.Internal, ReasonSourceFailed, 0, ""},
+		{"source failed", mutex, fmt.Errorf("x: %w", keytmpl.ErrSourceFailed), codes.Internal, ReasonSourceFailed, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := status.Convert(tc.r.status(tc.err))

@@ -9,7 +9,9 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 // ErrorInfo values in the details of the statuses the interceptors return.
@@ -34,7 +36,7 @@ const (
 // Messages name the template and placeholder, never the rendered key or a
 // value (they may hold user ids), nor Redis addresses.
 func (r *rule) status(err error) error {
-	switch core.Classify(err) {
+	switch adapter.Classify(err) {
 	case core.ClassInvalid:
 		return r.invalid(err)
 	case core.ClassDeadline:
@@ -50,15 +52,15 @@ func (r *rule) status(err error) error {
 }
 
 // busy is Aborted (ResourceExhausted for a semaphore) with RetryInfo set to
-// core.RetryHint: the holder's remaining lease as Redis last reported it,
-// capped at core.MaxRetryHint (1s).
+// adapter.RetryHint: the holder's remaining lease as Redis last reported it,
+// capped at adapter.MaxRetryHint (1s).
 func (r *rule) busy(err error) error {
 	code, msg := codes.Aborted, "keylock: lock "+r.quoted+" is held by another call"
 	if r.g.Semaphore() {
 		code, msg = codes.ResourceExhausted, "keylock: all permits of "+r.quoted+" are taken"
 	}
 	return withDetails(status.New(code, msg),
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(core.RetryHint(err))},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(adapter.RetryHint(err))},
 		r.info(ReasonBusy))
 }
 
@@ -66,7 +68,7 @@ func (r *rule) busy(err error) error {
 // field violation when the placeholder is a request field.
 func (r *rule) invalid(err error) error {
 	st := status.New(codes.InvalidArgument, err.Error())
-	ke, ok := errors.AsType[*core.KeyError](err)
+	ke, ok := errors.AsType[*keytmpl.KeyError](err)
 	if !ok {
 		return withDetails(st, r.info(ReasonInvalidKey))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
 )
 
@@ -47,7 +48,7 @@ type firstMsgStream struct {
 func newFirstMsgStream(ss grpc.ServerStream, r *rule, method string) *firstMsgStream {
 	ctx := ss.Context()
 	if _, ok := core.OwnerFrom(ctx); !ok {
-		ctx = core.WithAttempt(ctx, "grpclock", "stream")
+		ctx = adapter.WithAttempt(ctx, "grpclock", "stream")
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	return &firstMsgStream{ServerStream: ss, r: r, method: method, ctx: ctx, cancel: cancel}

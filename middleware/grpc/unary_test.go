@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 	grpclock "github.com/keylock/keylock/middleware/grpc"
 	"github.com/keylock/keylock/middleware/grpc/internal/testpb"
 )
@@ -145,7 +146,7 @@ func TestUnaryInvalidKey(t *testing.T) {
 		field       string // BadRequest field violation, "" for none
 	}{
 		{"empty field", withUser, &testpb.BuyRequest{Item: &testpb.Item{Id: "x"}}, "{req.item_id}", "empty", "item_id"},
-		{"too long", withUser, &testpb.BuyRequest{ItemId: strings.Repeat("x", core.MaxKeyValueLen+1), Item: &testpb.Item{Id: "x"}},
+		{"too long", withUser, &testpb.BuyRequest{ItemId: strings.Repeat("x", keytmpl.MaxValueLen+1), Item: &testpb.Item{Id: "x"}},
 			"{req.item_id}", "too long", "item_id"},
 		{"unset nested message", withUser, &testpb.BuyRequest{ItemId: "i1"}, "{req.item.id}", "missing", "item.id"},
 		{"missing metadata", context.Background(), &testpb.BuyRequest{ItemId: "i1", Item: &testpb.Item{Id: "x"}}, "{md.x-user-id}", "missing", ""},

@@ -6,17 +6,20 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
+	"github.com/keylock/keylock/middleware/internal/httpguard"
 )
 
 // Defaults of the options.
 const (
 	// DefaultMaxBodyBytes is how much of a request body a {json.*}
 	// placeholder reads at most (WithMaxBodyBytes).
-	DefaultMaxBodyBytes = core.DefaultMaxBodyBytes
+	DefaultMaxBodyBytes = httpguard.DefaultMaxBodyBytes
 	// DefaultReleaseTimeout bounds the release of the lock after the
 	// handler (WithReleaseTimeout).
-	DefaultReleaseTimeout = core.DefaultReleaseTimeout
+	DefaultReleaseTimeout = adapter.DefaultReleaseTimeout
 )
 
 // Option configures Middleware and New. A nil Option is ignored.
@@ -28,8 +31,8 @@ type SourceFunc func(r *http.Request) (value string, ok bool)
 
 // config is core's shared policy plus what only net/http has.
 type config struct {
-	policy  core.Policy
-	sources core.Sources[*core.HTTPRequest]
+	policy  adapter.Policy
+	sources keytmpl.Sources[*httpguard.Input]
 	busy    func(w http.ResponseWriter, r *http.Request, err error)
 	onError func(w http.ResponseWriter, r *http.Request, status int, err error)
 	maxBody int64
@@ -110,20 +113,18 @@ func WithMaxBodyBytes(n int64) Option {
 // registered twice is a start-up error.
 func WithSource(name string, f SourceFunc) Option {
 	return func(c *config) {
-		var l core.Lookup[*core.HTTPRequest]
+		var l keytmpl.Lookup[*httpguard.Input]
 		if f != nil {
-			l = func(h *core.HTTPRequest) (string, error) { return core.Present(f(h.Request)) }
+			l = func(h *httpguard.Input) (string, error) { return keytmpl.Present(f(h.Request)) }
 		}
-		if err := c.sources.Add(name, l); err != nil {
-			c.policy.Fail(err)
-		}
+		adapter.AddSource(&c.policy, &c.sources, name, l)
 	}
 }
 
 // WithBusyHandler sets the response for a request whose key is busy (after
 // WithWait). err matches core.ErrLocked. Default: 409 Conflict (429 Too
 // Many Requests for a semaphore) with a Retry-After header in whole seconds
-// (the holder's TTL capped at core.MaxRetryHint: always 1) and the JSON
+// (the holder's TTL capped at adapter.MaxRetryHint: always 1) and the JSON
 // body {"error":"locked","key_template":"…","retry_after_ms":1000}
 // ("error":"concurrency_limit" for a semaphore). A nil f is a start-up
 // error.
@@ -139,7 +140,7 @@ func WithBusyHandler(f func(w http.ResponseWriter, r *http.Request, err error)) 
 
 // WithErrorHandler sets the response for the other failures: status is
 // 400 (a key value is missing, empty, too long or refused; err is a
-// *core.KeyError), 500 (a source of the server's own failed), 503 (Redis
+// *keytmpl.KeyError), 500 (a source of the server's own failed), 503 (Redis
 // unreachable), 504 (the request's deadline passed while waiting) or 499
 // (the client went away while waiting). Default: the status with a JSON
 // body as ginlock's. A nil f is a start-up error.

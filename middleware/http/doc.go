@@ -28,7 +28,7 @@
 // and puts it back, so the handler can decode it again. Member names match
 // as encoding/json matches struct fields (case-insensitively); a body with
 // two names equal under case folding, or a duplicate, is refused (400),
-// because encoding/json would bind the last one (see core.JSONPath.Lookup).
+// because encoding/json would bind the last one (see keytmpl.JSONPath.Lookup).
 //
 // # Responses
 //
@@ -41,7 +41,7 @@
 //	request deadline hit while waiting  504 Gateway Timeout, {"error":"lock_timeout"}
 //	client gone while waiting           499, no body
 //
-// Retry-After is the holder's remaining lease capped at core.MaxRetryHint
+// Retry-After is the holder's remaining lease capped at adapter.MaxRetryHint
 // (1s), rounded up to whole seconds: a lock the watchdog renews reports
 // 20–30s left however soon its holder is done.
 //

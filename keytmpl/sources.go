@@ -1,4 +1,4 @@
-package core
+package keytmpl
 
 import (
 	"errors"
@@ -18,8 +18,9 @@ import (
 
 // ErrSourceFailed marks a key source that failed through no fault of the
 // request: a value of a type the source cannot turn into a key (a struct
-// put in a gin context under a {ctx.*} name), for example. Classify maps it
-// to ClassInternal (HTTP 500, gRPC Internal), never to the caller's 400.
+// put in a gin context under a {ctx.*} name), for example. Adapters answer
+// it as the server's error (HTTP 500, gRPC Internal), never the caller's
+// 400.
 var ErrSourceFailed = errors.New("keylock: key source failed")
 
 // Lookup returns one placeholder's value for one request of type R. It
@@ -51,21 +52,22 @@ func NewSources[R any](builtin map[string]Source[R]) Sources[R] {
 // Add registers a custom source (an adapter's WithSource): name is "tenant"
 // for {tenant} or "auth.user" for {auth.user}. A name that is not a valid
 // placeholder, a nil lookup, a built-in source or a name added twice is an
-// error. Add copies the custom set on write, so copies of s made before it
-// do not change.
+// error naming the option, e.g. `WithSource("tenant"): registered twice`
+// (adapters report it as an invalid option). Add copies the custom set on
+// write, so copies of s made before it do not change.
 func (s *Sources[R]) Add(name string, l Lookup[R]) error {
-	t, err := ParseTemplate("{" + name + "}")
+	t, err := Parse("{" + name + "}")
 	if err != nil || len(t.phs) != 1 || t.phs[0].String() != "{"+name+"}" {
-		return fmt.Errorf("%w: WithSource(%q): not a valid placeholder name (want \"source\" or \"source.name\", source matching [a-z][a-z0-9_]*)", ErrInvalidOption, name)
+		return fmt.Errorf("WithSource(%q): not a valid placeholder name (want \"source\" or \"source.name\", source matching [a-z][a-z0-9_]*)", name)
 	}
 	p := t.phs[0]
 	switch {
 	case l == nil:
-		return fmt.Errorf("%w: WithSource(%q): nil function", ErrInvalidOption, name)
+		return fmt.Errorf("WithSource(%q): nil function", name)
 	case s.builtin[p.Source] != nil:
-		return fmt.Errorf("%w: WithSource(%q): %q is a built-in source", ErrInvalidOption, name, p.Source)
+		return fmt.Errorf("WithSource(%q): %q is a built-in source", name, p.Source)
 	case s.custom[p.String()] != nil:
-		return fmt.Errorf("%w: WithSource(%q): registered twice", ErrInvalidOption, name)
+		return fmt.Errorf("WithSource(%q): registered twice", name)
 	}
 	custom := make(map[string]Lookup[R], len(s.custom)+1)
 	maps.Copy(custom, s.custom)
@@ -136,4 +138,51 @@ func Present(v string, ok bool) (string, error) {
 		return "", ErrMissing
 	}
 	return v, nil
+}
+
+// Renderer is a template whose placeholders are compiled against one
+// adapter's sources: it renders the key of a request of type R. It is
+// immutable and safe for concurrent use.
+type Renderer[R any] struct {
+	tmpl    *Template
+	lookups []Lookup[R]
+}
+
+// NewRenderer checks every placeholder of t against sources (an unknown
+// source, or a name the source refuses, is an error naming the template
+// and the placeholder) and compiles one lookup per placeholder.
+func NewRenderer[R any](t *Template, sources Sources[R]) (*Renderer[R], error) {
+	rn := &Renderer[R]{tmpl: t}
+	err := t.Check(func(p Placeholder) error {
+		l, err := sources.compile(p)
+		rn.lookups = append(rn.lookups, l)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rn, nil
+}
+
+// Template returns the template rn renders.
+func (rn *Renderer[R]) Template() *Template { return rn.tmpl }
+
+// Render builds the key for r. A missing, empty, too long or refused value
+// is a *KeyError naming the placeholder; a source failing through no fault
+// of r returns an error matching ErrSourceFailed.
+func (rn *Renderer[R]) Render(r R) (string, error) {
+	var buf [256]byte
+	b, err := rn.AppendRender(buf[:0], r)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// AppendRender is Render appending the key to dst (see
+// Template.AppendRender).
+func (rn *Renderer[R]) AppendRender(dst []byte, r R) ([]byte, error) {
+	return rn.tmpl.appendRender(dst, func(_ Placeholder, i int) (string, error) {
+		return rn.lookups[i](r)
+	})
 }

@@ -1,4 +1,4 @@
-package core
+package keytmpl
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ import (
 // and enc(v) contains only bytes of A.
 //
 // A rendered key is L0 enc(v1) L1 enc(v2) … enc(vn) Ln, where the literals
-// L0…Ln are fixed by the template. ParseTemplate requires every inner
+// L0…Ln are fixed by the template. Parse requires every inner
 // literal L1…L(n-1) to contain a byte outside A (a "separator", such as ':'
 // or '/'); the outer literals L0 and Ln may be anything allowed in literal
 // text. Given a key, the values are recovered from left to right:
@@ -49,17 +49,22 @@ import (
 // bytes: literal text is restricted to printable ASCII without spaces and
 // braces, and encoded values use only A.
 
-// MaxKeyValueLen is the maximum length in bytes of one raw placeholder value,
+// MaxValueLen is the maximum length in bytes of one raw placeholder value,
 // before encoding. A longer value is the caller's error (a *KeyError with
 // reason "too long (N bytes, max 256)"). An encoded value is at most three
 // times as long.
-const MaxKeyValueLen = 256
+const MaxValueLen = 256
 
-// MaxTemplateLen is the maximum length in bytes of a template's text.
-const MaxTemplateLen = 512
+// MaxLen is the maximum length in bytes of a template's text.
+const MaxLen = 512
+
+// MaxKeyLen is the maximum length in bytes of a rendered key. It equals
+// core.MaxNameLen, the longest lock name, so a rendered key is always a
+// valid lock name length.
+const MaxKeyLen = 2048
 
 // ErrInvalidKey reports that a key could not be rendered because a
-// placeholder value is missing, empty, or longer than MaxKeyValueLen. It is
+// placeholder value is missing, empty, or longer than MaxValueLen. It is
 // the caller's error: adapters map it to HTTP 400, gRPC InvalidArgument or
 // asynq SkipRetry. Errors returned by Template.Render are *KeyError values
 // that match it with errors.Is.
@@ -120,7 +125,7 @@ type ResolverFunc func(p Placeholder, index int) (string, bool)
 func (f ResolverFunc) Value(p Placeholder, index int) (string, bool) { return f(p, index) }
 
 // Template is a parsed key template. It is immutable and safe for concurrent
-// use. Create one with ParseTemplate or MustParseTemplate; the zero Template
+// use. Create one with Parse or MustParse; the zero Template
 // is not usable.
 type Template struct {
 	text string
@@ -130,7 +135,7 @@ type Template struct {
 	phs  []Placeholder
 }
 
-// ParseTemplate parses a key template such as
+// Parse parses a key template such as
 // "seckill:{path.item}:{header.X-User-ID}".
 //
 // A placeholder is {source} or {source.name}: source matches [a-z][a-z0-9_]*,
@@ -140,16 +145,16 @@ type Template struct {
 // '}'; braces cannot be escaped. The literal text between two placeholders
 // must contain a separator: a byte outside [A-Za-z0-9._~%-], such as ':' or
 // '/'. A template without placeholders is a constant key. The template must
-// not be empty or longer than MaxTemplateLen bytes.
+// not be empty or longer than MaxLen bytes.
 //
 // The error names the offending part and its byte offset, e.g.
 // `keylock: template "a:{path.}": empty placeholder name at offset 2`.
-func ParseTemplate(s string) (*Template, error) {
+func Parse(s string) (*Template, error) {
 	if s == "" {
 		return nil, errors.New("keylock: empty template")
 	}
-	if len(s) > MaxTemplateLen {
-		return nil, fmt.Errorf("keylock: template %q…: too long (%d bytes, max %d)", s[:32], len(s), MaxTemplateLen)
+	if len(s) > MaxLen {
+		return nil, fmt.Errorf("keylock: template %q…: too long (%d bytes, max %d)", s[:32], len(s), MaxLen)
 	}
 	fail := func(format string, args ...any) (*Template, error) {
 		return nil, fmt.Errorf("keylock: template %q: "+format, append([]any{s}, args...)...)
@@ -234,10 +239,10 @@ func parsePlaceholder(in string) (p Placeholder, msg string, at int) {
 	return Placeholder{Source: src, Name: name}, "", 0
 }
 
-// MustParseTemplate is ParseTemplate for template literals: it panics with
-// ParseTemplate's error message if s is not a valid template.
-func MustParseTemplate(s string) *Template {
-	t, err := ParseTemplate(s)
+// MustParse is Parse for template literals: it panics with
+// Parse's error message if s is not a valid template.
+func MustParse(s string) *Template {
+	t, err := Parse(s)
 	if err != nil {
 		panic(err.Error())
 	}
@@ -279,7 +284,7 @@ func (t *Template) Check(known func(Placeholder) error) error {
 // written as %XX (upper-case hex), so two different sets of values never
 // give the same key and a value cannot forge a separator or a brace.
 //
-// A missing, empty or too long (over MaxKeyValueLen bytes) value stops the
+// A missing, empty or too long (over MaxValueLen bytes) value stops the
 // rendering with a *KeyError, for which errors.Is(err, ErrInvalidKey) holds.
 func (t *Template) Render(r Resolver) (string, error) {
 	var buf [256]byte
@@ -305,7 +310,7 @@ func (t *Template) AppendRender(dst []byte, r Resolver) ([]byte, error) {
 // error becomes the *KeyError's reason (the request's fault).
 func (t *Template) appendRender(dst []byte, get func(p Placeholder, i int) (string, error)) ([]byte, error) {
 	if t == nil || t.text == "" {
-		return dst, errors.New("keylock: template not created by ParseTemplate")
+		return dst, errors.New("keylock: template not created by Parse")
 	}
 	start := len(dst)
 	dst = append(dst, t.lits[0]...)
@@ -321,16 +326,16 @@ func (t *Template) appendRender(dst []byte, get func(p Placeholder, i int) (stri
 			reason = err.Error()
 		case v == "":
 			reason = "empty"
-		case len(v) > MaxKeyValueLen:
-			reason = fmt.Sprintf("too long (%d bytes, max %d)", len(v), MaxKeyValueLen)
+		case len(v) > MaxValueLen:
+			reason = fmt.Sprintf("too long (%d bytes, max %d)", len(v), MaxValueLen)
 		}
 		if reason != "" {
 			return dst[:start], &KeyError{Placeholder: p, Reason: reason}
 		}
 		dst = appendEncoded(dst, v)
 		dst = append(dst, t.lits[i+1]...)
-		if len(dst)-start > MaxNameLen {
-			return dst[:start], &KeyError{Placeholder: p, Reason: fmt.Sprintf("rendered key longer than %d bytes", MaxNameLen)}
+		if len(dst)-start > MaxKeyLen {
+			return dst[:start], &KeyError{Placeholder: p, Reason: fmt.Sprintf("rendered key longer than %d bytes", MaxKeyLen)}
 		}
 	}
 	return dst, nil

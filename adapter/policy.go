@@ -1,9 +1,11 @@
-package core
+package adapter
 
 import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/keylock/keylock/core"
 )
 
 // DefaultReleaseTimeout bounds an adapter's release of a lock after the
@@ -30,7 +32,7 @@ const MaxRetryHint = time.Second
 // lease, fail closed, DefaultReleaseTimeout, busy answered by the adapter's
 // default.
 type Policy struct {
-	kind     Spec
+	kind     core.Spec
 	kindBy   string // the option that chose kind ("" while it is the default)
 	wait     time.Duration
 	lease    time.Duration
@@ -44,16 +46,16 @@ type Policy struct {
 // SetKind records the kind chosen by option by (e.g. "Read()" or
 // "WithKind(…)"). A spec Validate rejects, or a different kind than an
 // earlier option of the same layer chose, is an error.
-func (p *Policy) SetKind(by string, s Spec) {
+func (p *Policy) SetKind(by string, s core.Spec) {
 	if s.Kind == "" {
-		s.Kind = KindMutex
+		s.Kind = core.KindMutex
 	}
 	if err := s.Validate(); err != nil {
 		p.Fail(fmt.Errorf("%s: %w", by, err))
 		return
 	}
 	if p.kindBy != "" && p.kind != s {
-		p.Fail(fmt.Errorf("%w: %s conflicts with %s: choose one lock kind", ErrInvalidOption, by, p.kindBy))
+		p.Fail(fmt.Errorf("%w: %s conflicts with %s: choose one lock kind", core.ErrInvalidOption, by, p.kindBy))
 		return
 	}
 	p.kind, p.kindBy = s, by
@@ -64,7 +66,7 @@ func (p *Policy) SetKind(by string, s Spec) {
 // an error.
 func (p *Policy) SetWait(d time.Duration) {
 	if d < 0 {
-		p.Fail(fmt.Errorf("%w: WithWait(%s) must not be negative", ErrInvalidOption, d))
+		p.Fail(fmt.Errorf("%w: WithWait(%s) must not be negative", core.ErrInvalidOption, d))
 		return
 	}
 	p.wait = d
@@ -75,7 +77,7 @@ func (p *Policy) SetWait(d time.Duration) {
 // renew it while the handler runs. Negative is an error.
 func (p *Policy) SetLeaseTime(d time.Duration) {
 	if d < 0 {
-		p.Fail(fmt.Errorf("%w: WithLeaseTime(%s) must not be negative", ErrInvalidOption, d))
+		p.Fail(fmt.Errorf("%w: WithLeaseTime(%s) must not be negative", core.ErrInvalidOption, d))
 		return
 	}
 	p.lease = d
@@ -90,7 +92,7 @@ func (p *Policy) SetFailOpen(open bool) { p.failOpen = open }
 // after the handler; 0 means DefaultReleaseTimeout. Negative is an error.
 func (p *Policy) SetReleaseTimeout(d time.Duration) {
 	if d < 0 {
-		p.Fail(fmt.Errorf("%w: WithReleaseTimeout(%s) must not be negative", ErrInvalidOption, d))
+		p.Fail(fmt.Errorf("%w: WithReleaseTimeout(%s) must not be negative", core.ErrInvalidOption, d))
 		return
 	}
 	p.release = d
@@ -101,7 +103,7 @@ func (p *Policy) SetReleaseTimeout(d time.Duration) {
 // than an earlier option of the same layer chose is an error.
 func (p *Policy) SetBusy(by, mode string) {
 	if p.busyBy != "" && p.busy != mode {
-		p.Fail(fmt.Errorf("%w: %s conflicts with %s: choose one busy behaviour", ErrInvalidOption, by, p.busyBy))
+		p.Fail(fmt.Errorf("%w: %s conflicts with %s: choose one busy behaviour", core.ErrInvalidOption, by, p.busyBy))
 		return
 	}
 	p.busy, p.busyBy = mode, by
@@ -124,9 +126,9 @@ func (p Policy) Layer() Policy {
 }
 
 // Kind returns the lock kind (a mutex unless set).
-func (p *Policy) Kind() Spec {
+func (p *Policy) Kind() core.Spec {
 	if p.kind.Kind == "" {
-		return Spec{Kind: KindMutex}
+		return core.Spec{Kind: core.KindMutex}
 	}
 	return p.kind
 }
@@ -154,7 +156,7 @@ func (p *Policy) ReleaseTimeout() time.Duration {
 // holder's remaining TTL from err (a *LockedError) capped at MaxRetryHint,
 // or MaxRetryHint when the TTL is unknown. Always positive.
 func RetryHint(err error) time.Duration {
-	if le, ok := errors.AsType[*LockedError](err); ok && le.TTL > 0 {
+	if le, ok := errors.AsType[*core.LockedError](err); ok && le.TTL > 0 {
 		return min(le.TTL, MaxRetryHint)
 	}
 	return MaxRetryHint

@@ -1,4 +1,4 @@
-package core
+package keytmpl
 
 import (
 	"errors"
@@ -44,25 +44,25 @@ func TestParseTemplate(t *testing.T) {
 		{"constant-key", nil},
 		{"{path.id}", []Placeholder{{"path", "id"}}},
 		{"{path.id}:{path.id}", []Placeholder{{"path", "id"}, {"path", "id"}}},
-		{strings.Repeat("x", MaxTemplateLen), nil},
+		{strings.Repeat("x", MaxLen), nil},
 	}
 	for _, tt := range tests {
-		tpl, err := ParseTemplate(tt.in)
+		tpl, err := Parse(tt.in)
 		if err != nil {
-			t.Errorf("ParseTemplate(%q): got error %v, want none", tt.in, err)
+			t.Errorf("Parse(%q): got error %v, want none", tt.in, err)
 			continue
 		}
 		if got := tpl.String(); got != tt.in {
-			t.Errorf("ParseTemplate(%q).String() = %q, want the text as written", tt.in, got)
+			t.Errorf("Parse(%q).String() = %q, want the text as written", tt.in, got)
 		}
 		if got := tpl.Placeholders(); !slices.Equal(got, tt.want) {
-			t.Errorf("ParseTemplate(%q).Placeholders() = %v, want %v", tt.in, got, tt.want)
+			t.Errorf("Parse(%q).Placeholders() = %v, want %v", tt.in, got, tt.want)
 		}
 	}
 }
 
 func TestParseTemplateErrors(t *testing.T) {
-	long := strings.Repeat("y", MaxTemplateLen+1)
+	long := strings.Repeat("y", MaxLen+1)
 	tests := []struct {
 		in, want string
 	}{
@@ -90,30 +90,30 @@ func TestParseTemplateErrors(t *testing.T) {
 		{"{route}.v1%_{method}", `keylock: template "{route}.v1%_{method}": literal ".v1%_" between {route} and {method} at offset 7 needs a separator: a byte outside [A-Za-z0-9._~%-] such as ':'`},
 	}
 	for _, tt := range tests {
-		tpl, err := ParseTemplate(tt.in)
+		tpl, err := Parse(tt.in)
 		if err == nil {
-			t.Errorf("ParseTemplate(%q) = %q, want error %q", tt.in, tpl, tt.want)
+			t.Errorf("Parse(%q) = %q, want error %q", tt.in, tpl, tt.want)
 			continue
 		}
 		if got := err.Error(); got != tt.want {
-			t.Errorf("ParseTemplate(%q) error:\n got  %s\n want %s", tt.in, got, tt.want)
+			t.Errorf("Parse(%q) error:\n got  %s\n want %s", tt.in, got, tt.want)
 		}
 	}
 }
 
 func TestMustParseTemplate(t *testing.T) {
-	if got := MustParseTemplate("a:{x.y}").String(); got != "a:{x.y}" {
-		t.Errorf("MustParseTemplate: got %q", got)
+	if got := MustParse("a:{x.y}").String(); got != "a:{x.y}" {
+		t.Errorf("MustParse: got %q", got)
 	}
 	defer func() {
 		got := recover()
 		want := `keylock: template "a:{path.}": empty placeholder name at offset 2`
 		if got != want {
-			t.Errorf("MustParseTemplate panic: got %v, want %q", got, want)
+			t.Errorf("MustParse panic: got %v, want %q", got, want)
 		}
 	}()
-	MustParseTemplate("a:{path.}")
-	t.Error("MustParseTemplate did not panic on an invalid template")
+	MustParse("a:{path.}")
+	t.Error("MustParse did not panic on an invalid template")
 }
 
 func TestTemplatePlaceholderString(t *testing.T) {
@@ -129,7 +129,7 @@ func TestTemplatePlaceholderString(t *testing.T) {
 }
 
 func TestTemplatePlaceholdersIsACopy(t *testing.T) {
-	tpl := MustParseTemplate("a:{x.y}")
+	tpl := MustParse("a:{x.y}")
 	ps := tpl.Placeholders()
 	ps[0].Name = "changed"
 	if got := tpl.Placeholders()[0]; got != (Placeholder{"x", "y"}) {
@@ -138,7 +138,7 @@ func TestTemplatePlaceholdersIsACopy(t *testing.T) {
 }
 
 func TestTemplateCheck(t *testing.T) {
-	tpl := MustParseTemplate("a:{path.id}:{foo.x}:{bar.y}")
+	tpl := MustParse("a:{path.id}:{foo.x}:{bar.y}")
 	errUnknown := errors.New("unknown source")
 	var seen []Placeholder
 	err := tpl.Check(func(p Placeholder) error {
@@ -164,7 +164,7 @@ func TestTemplateCheck(t *testing.T) {
 }
 
 func TestTemplateRender(t *testing.T) {
-	tpl := MustParseTemplate("seckill:{path.item}:{header.X-User-ID}")
+	tpl := MustParse("seckill:{path.item}:{header.X-User-ID}")
 	var indexes []int
 	key, err := tpl.Render(ResolverFunc(func(p Placeholder, i int) (string, bool) {
 		indexes = append(indexes, i)
@@ -177,7 +177,7 @@ func TestTemplateRender(t *testing.T) {
 		t.Errorf("Render asked for indexes %v, want [0 1]", indexes)
 	}
 
-	constant := MustParseTemplate("global-lock")
+	constant := MustParse("global-lock")
 	if key, err := constant.Render(tupleResolver(nil)); err != nil || key != "global-lock" {
 		t.Errorf("constant template: Render = %q, %v; want %q, nil", key, err, "global-lock")
 	}
@@ -190,7 +190,7 @@ func TestTemplateRender(t *testing.T) {
 }
 
 func TestTemplateRenderEncoding(t *testing.T) {
-	tpl := MustParseTemplate("k:{x.v}")
+	tpl := MustParse("k:{x.v}")
 	tests := []struct{ value, want string }{
 		{"AZaz09._~-", "k:AZaz09._~-"},
 		{"1:2", "k:1%3A2"},
@@ -200,7 +200,7 @@ func TestTemplateRenderEncoding(t *testing.T) {
 		{"%3A", "k:%253A"},
 		{"a b/c?d=e&f#g@h+i,j;k|l", "k:a%20b%2Fc%3Fd%3De%26f%23g%40h%2Bi%2Cj%3Bk%7Cl"},
 		{"é\xff", "k:%C3%A9%FF"},
-		{strings.Repeat("z", MaxKeyValueLen), "k:" + strings.Repeat("z", MaxKeyValueLen)},
+		{strings.Repeat("z", MaxValueLen), "k:" + strings.Repeat("z", MaxValueLen)},
 	}
 	for _, tt := range tests {
 		key, err := tpl.Render(tupleResolver{tt.value})
@@ -235,15 +235,15 @@ func TestTemplateRenderCollisions(t *testing.T) {
 		{"{x.u}{x.u}", nil, nil}, // rejected at parse time
 	}
 	for _, tt := range tests {
-		tpl, err := ParseTemplate(tt.tpl)
+		tpl, err := Parse(tt.tpl)
 		if err != nil {
 			if tt.a == nil {
 				continue
 			}
-			t.Fatalf("ParseTemplate(%q): %v", tt.tpl, err)
+			t.Fatalf("Parse(%q): %v", tt.tpl, err)
 		}
 		if tt.a == nil {
-			t.Errorf("ParseTemplate(%q) accepted adjacent placeholders", tt.tpl)
+			t.Errorf("Parse(%q) accepted adjacent placeholders", tt.tpl)
 			continue
 		}
 		ka, errA := tpl.Render(tupleResolver(tt.a))
@@ -266,7 +266,7 @@ func TestTemplateRenderCollisions(t *testing.T) {
 }
 
 func TestTemplateRenderInvalidValues(t *testing.T) {
-	tpl := MustParseTemplate("seckill:{path.item}:{header.X-User-ID}")
+	tpl := MustParse("seckill:{path.item}:{header.X-User-ID}")
 	user := Placeholder{"header", "X-User-ID"}
 	tests := []struct {
 		name   string
@@ -279,7 +279,7 @@ func TestTemplateRenderInvalidValues(t *testing.T) {
 			"keylock: key placeholder {header.X-User-ID}: missing"},
 		{"empty", mapResolver{"{path.item}": "1", "{header.X-User-ID}": ""}, user, "empty",
 			"keylock: key placeholder {header.X-User-ID}: empty"},
-		{"too long", mapResolver{"{path.item}": "1", "{header.X-User-ID}": strings.Repeat("u", MaxKeyValueLen+1)}, user,
+		{"too long", mapResolver{"{path.item}": "1", "{header.X-User-ID}": strings.Repeat("u", MaxValueLen+1)}, user,
 			"too long (257 bytes, max 256)", "keylock: key placeholder {header.X-User-ID}: too long (257 bytes, max 256)"},
 		{"first bad value wins", mapResolver{"{header.X-User-ID}": ""}, Placeholder{"path", "item"}, "missing",
 			"keylock: key placeholder {path.item}: missing"},
@@ -327,7 +327,7 @@ func TestTemplateZeroValue(t *testing.T) {
 }
 
 func TestTemplateConcurrentRender(t *testing.T) {
-	tpl := MustParseTemplate("k:{x.a}:{x.b}")
+	tpl := MustParse("k:{x.a}:{x.b}")
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -352,7 +352,7 @@ var benchResolver = ResolverFunc(func(p Placeholder, _ int) (string, bool) {
 })
 
 func TestTemplateRenderAllocs(t *testing.T) {
-	tpl := MustParseTemplate("seckill:{path.item}:{header.X-User-ID}")
+	tpl := MustParse("seckill:{path.item}:{header.X-User-ID}")
 	if n := testing.AllocsPerRun(100, func() {
 		if _, err := tpl.Render(benchResolver); err != nil {
 			t.Fatal(err)
@@ -372,7 +372,7 @@ func TestTemplateRenderAllocs(t *testing.T) {
 }
 
 func BenchmarkTemplateRender(b *testing.B) {
-	tpl := MustParseTemplate("seckill:{path.item}:{header.X-User-ID}")
+	tpl := MustParse("seckill:{path.item}:{header.X-User-ID}")
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := tpl.Render(benchResolver); err != nil {
@@ -382,7 +382,7 @@ func BenchmarkTemplateRender(b *testing.B) {
 }
 
 func BenchmarkTemplateAppendRender(b *testing.B) {
-	tpl := MustParseTemplate("seckill:{path.item}:{header.X-User-ID}")
+	tpl := MustParse("seckill:{path.item}:{header.X-User-ID}")
 	dst := make([]byte, 0, 128)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -394,7 +394,7 @@ func BenchmarkTemplateAppendRender(b *testing.B) {
 }
 
 func BenchmarkTemplateRenderEscaped(b *testing.B) {
-	tpl := MustParseTemplate("seckill:{path.item}:{header.X-User-ID}")
+	tpl := MustParse("seckill:{path.item}:{header.X-User-ID}")
 	var r Resolver = tupleResolver{"item:12345", "user@example.com"}
 	b.ReportAllocs()
 	for b.Loop() {

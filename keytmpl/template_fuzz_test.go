@@ -1,4 +1,4 @@
-package core
+package keytmpl
 
 import (
 	"errors"
@@ -102,14 +102,14 @@ func percentDecodeCanonical(enc string) (string, error) {
 
 // splitValues cuts fuzz data into placeholder values: a length byte, then
 // that many bytes (fewer if the data runs out). The length byte 0xff stands
-// for a value one byte longer than MaxKeyValueLen.
+// for a value one byte longer than MaxValueLen.
 func splitValues(data []byte) []string {
 	var values []string
 	for len(data) > 0 {
 		n := int(data[0])
 		data = data[1:]
 		if n == 0xff {
-			values = append(values, strings.Repeat("v", MaxKeyValueLen+1))
+			values = append(values, strings.Repeat("v", MaxValueLen+1))
 			continue
 		}
 		n = min(n, len(data))
@@ -128,8 +128,8 @@ func wantKeyError(tpl *Template, values []string) *KeyError {
 			return &KeyError{p, "missing"}
 		case values[i] == "":
 			return &KeyError{p, "empty"}
-		case len(values[i]) > MaxKeyValueLen:
-			return &KeyError{p, fmt.Sprintf("too long (%d bytes, max %d)", len(values[i]), MaxKeyValueLen)}
+		case len(values[i]) > MaxValueLen:
+			return &KeyError{p, fmt.Sprintf("too long (%d bytes, max %d)", len(values[i]), MaxValueLen)}
 		}
 	}
 	return nil
@@ -198,7 +198,7 @@ func FuzzTemplateRender(f *testing.F) {
 	f.Add("a:{x.u}:{x.i}", []byte{0xff}, []byte{1, 'a', 0xff})
 
 	f.Fuzz(func(t *testing.T, s string, a, b []byte) {
-		tpl, err := ParseTemplate(s)
+		tpl, err := Parse(s)
 		if err != nil {
 			return
 		}
@@ -228,30 +228,30 @@ func FuzzParseTemplate(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		tpl, err := ParseTemplate(s)
+		tpl, err := Parse(s)
 		if err != nil {
 			if tpl != nil {
-				t.Fatalf("ParseTemplate(%q) returned a template with error %v", s, err)
+				t.Fatalf("Parse(%q) returned a template with error %v", s, err)
 			}
 			if !strings.HasPrefix(err.Error(), "keylock: ") {
-				t.Fatalf("ParseTemplate(%q) error %q lacks the keylock: prefix", s, err)
+				t.Fatalf("Parse(%q) error %q lacks the keylock: prefix", s, err)
 			}
 			func() {
 				defer func() {
 					if r := recover(); r != err.Error() {
-						t.Fatalf("MustParseTemplate(%q) panicked with %v, want %q", s, r, err)
+						t.Fatalf("MustParse(%q) panicked with %v, want %q", s, r, err)
 					}
 				}()
-				MustParseTemplate(s)
+				MustParse(s)
 			}()
 			return
 		}
 		if tpl.String() != s {
-			t.Fatalf("ParseTemplate(%q).String() = %q", s, tpl)
+			t.Fatalf("Parse(%q).String() = %q", s, tpl)
 		}
 		ps := tpl.Placeholders()
 		if len(tpl.lits) != len(ps)+1 {
-			t.Fatalf("ParseTemplate(%q): %d literals for %d placeholders", s, len(tpl.lits), len(ps))
+			t.Fatalf("Parse(%q): %d literals for %d placeholders", s, len(tpl.lits), len(ps))
 		}
 		var rebuilt strings.Builder
 		rebuilt.WriteString(tpl.lits[0])
@@ -260,7 +260,7 @@ func FuzzParseTemplate(f *testing.F) {
 			rebuilt.WriteString(tpl.lits[i+1])
 		}
 		if rebuilt.String() != s {
-			t.Fatalf("ParseTemplate(%q): literals and placeholders rebuild %q", s, rebuilt.String())
+			t.Fatalf("Parse(%q): literals and placeholders rebuild %q", s, rebuilt.String())
 		}
 		values := make([]string, len(ps))
 		for i := range values {

@@ -1,4 +1,4 @@
-package core_test
+package keytmpl_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 func TestJSONPathLookup(t *testing.T) {
@@ -17,7 +17,7 @@ func TestJSONPathLookup(t *testing.T) {
 	tests := []struct {
 		path string
 		want string
-		err  string // "missing" for core.ErrMissing
+		err  string // "missing" for keytmpl.ErrMissing
 	}{
 		{path: "order.id", want: "17"},
 		{path: "ORDER.ID", want: "17"}, // encoding/json binds case-insensitively
@@ -47,18 +47,18 @@ func TestJSONPathLookup(t *testing.T) {
 		{path: "weird", want: "a\x00b"},
 	}
 	for _, tt := range tests {
-		p, err := core.ParseJSONPath(tt.path)
+		p, err := keytmpl.ParseJSONPath(tt.path)
 		if err != nil {
 			t.Fatalf("ParseJSONPath(%q): %v", tt.path, err)
 		}
 		v, err := p.Lookup([]byte(doc))
 		switch {
 		case tt.err == "missing":
-			if !errors.Is(err, core.ErrMissing) {
+			if !errors.Is(err, keytmpl.ErrMissing) {
 				t.Errorf("%s: got %q, %v; want ErrMissing", tt.path, v, err)
 			}
 		case tt.err != "":
-			if err == nil || !strings.HasPrefix(err.Error(), tt.err) || errors.Is(err, core.ErrMissing) {
+			if err == nil || !strings.HasPrefix(err.Error(), tt.err) || errors.Is(err, keytmpl.ErrMissing) {
 				t.Errorf("%s: got %q, %v; want an error starting %q", tt.path, v, err, tt.err)
 			}
 		case err != nil || v != tt.want:
@@ -68,7 +68,7 @@ func TestJSONPathLookup(t *testing.T) {
 }
 
 func TestJSONPathLookupRefusesBadDocuments(t *testing.T) {
-	p, _ := core.ParseJSONPath("a")
+	p, _ := keytmpl.ParseJSONPath("a")
 	for doc, want := range map[string]string{
 		"":         "empty, not JSON",
 		"  \n ":    "empty, not JSON",
@@ -83,7 +83,7 @@ func TestJSONPathLookupRefusesBadDocuments(t *testing.T) {
 
 func TestParseJSONPathRejectsEmptySegments(t *testing.T) {
 	for _, s := range []string{"", ".", "a.", ".a", "a..b"} {
-		if _, err := core.ParseJSONPath(s); err == nil {
+		if _, err := keytmpl.ParseJSONPath(s); err == nil {
 			t.Errorf("ParseJSONPath(%q): got nil error, want one", s)
 		}
 	}
@@ -93,7 +93,7 @@ func TestParseJSONPathRejectsEmptySegments(t *testing.T) {
 // 11: a document whose member names differ only in case must not lock one
 // value while the handler binds another.
 func TestJSONPathLookupNamesWhatEncodingJSONBinds(t *testing.T) {
-	p, _ := core.ParseJSONPath("order_id")
+	p, _ := keytmpl.ParseJSONPath("order_id")
 	for _, doc := range []string{
 		`{"order_id":"1","ORDER_ID":"2"}`,
 		`{"ORDER_ID":"2","order_id":"1"}`,
@@ -125,7 +125,7 @@ func TestJSONPathLookupNamesWhatEncodingJSONBinds(t *testing.T) {
 // case-insensitively, a path encoding/json cannot follow is missing, and
 // more than one case-insensitive match is refused.
 //
-//	go test ./core -run '^$' -fuzz FuzzJSONPathLookup -fuzztime 30s
+//	go test ./keytmpl -run '^$' -fuzz FuzzJSONPathLookup -fuzztime 30s
 func FuzzJSONPathLookup(f *testing.F) {
 	for _, seed := range [][2]string{
 		{`{"a":{"b":[1,{"c":"x"}]}}`, "a.b.1.c"},
@@ -142,7 +142,7 @@ func FuzzJSONPathLookup(f *testing.F) {
 		f.Add(seed[0], seed[1])
 	}
 	f.Fuzz(func(t *testing.T, doc, path string) {
-		p, err := core.ParseJSONPath(path)
+		p, err := keytmpl.ParseJSONPath(path)
 		if err != nil || !json.Valid([]byte(doc)) {
 			return
 		}

@@ -1,4 +1,4 @@
-package core
+package httpguard
 
 import (
 	"bytes"
@@ -9,17 +9,19 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+
+	"github.com/keylock/keylock/keytmpl"
 )
 
-// DefaultMaxBodyBytes is how much of a request body the {json.*} source of
-// the HTTP adapters reads at most.
+// DefaultMaxBodyBytes is how much of a request body the {json.*} source
+// reads at most.
 const DefaultMaxBodyBytes = 64 << 10
 
-// HTTPRequest is one HTTP request being resolved by the sources HTTPSources
+// Input is one HTTP request being resolved by the sources Sources
 // returns; the HTTP adapters (ginlock, httplock) embed it in their request
 // state. Its body is read at most once, at most MaxBody bytes, and put back
 // so the handler can read it again.
-type HTTPRequest struct {
+type Input struct {
 	// Request is the request whose values the sources read.
 	Request *http.Request
 	// MaxBody bounds the body read for {json.*} (DefaultMaxBodyBytes when
@@ -31,19 +33,19 @@ type HTTPRequest struct {
 	bodyErr  error
 }
 
-// HTTP returns h itself: *HTTPRequest satisfies HTTPState.
-func (h *HTTPRequest) HTTP() *HTTPRequest { return h }
+// HTTP returns h itself: *Input satisfies State.
+func (h *Input) HTTP() *Input { return h }
 
-// HTTPState is the constraint of HTTPSources: a request state that holds an
-// HTTPRequest.
-type HTTPState interface{ HTTP() *HTTPRequest }
+// State is the constraint of Sources: a request state that holds an
+// Input.
+type State interface{ HTTP() *Input }
 
 // SetBody gives the sources a body already read (gin's
 // c.ShouldBindBodyWith keeps one), so the request's is not read again.
-func (h *HTTPRequest) SetBody(b []byte) { h.bodyRead, h.body, h.bodyErr = true, b, nil }
+func (h *Input) SetBody(b []byte) { h.bodyRead, h.body, h.bodyErr = true, b, nil }
 
 // Body returns the request body, reading it on the first call.
-func (h *HTTPRequest) Body() ([]byte, error) {
+func (h *Input) Body() ([]byte, error) {
 	if !h.bodyRead {
 		h.bodyRead = true
 		h.body, h.bodyErr = readBody(h.Request, h.MaxBody)
@@ -51,20 +53,20 @@ func (h *HTTPRequest) Body() ([]byte, error) {
 	return h.body, h.bodyErr
 }
 
-// HTTPSources returns the sources every HTTP adapter shares:
+// Sources returns the sources every HTTP adapter shares:
 //
 //	{query.<key>}    first value of a URL query parameter
 //	{header.<Name>}  first value of a request header ({header.Host} is the host)
-//	{json.<path>}    a value in a JSON request body (see JSONPath.Lookup)
+//	{json.<path>}    a value in a JSON request body (see keytmpl.JSONPath.Lookup)
 //	{method}         the HTTP method
-func HTTPSources[R HTTPState]() map[string]Source[R] {
-	return map[string]Source[R]{
-		"query": Named("{query.page}", func(key string) (Lookup[R], error) {
+func Sources[R State]() map[string]keytmpl.Source[R] {
+	return map[string]keytmpl.Source[R]{
+		"query": keytmpl.Named("{query.page}", func(key string) (keytmpl.Lookup[R], error) {
 			return func(r R) (string, error) {
-				return Present(queryValue(r.HTTP().Request.URL.RawQuery, key))
+				return keytmpl.Present(queryValue(r.HTTP().Request.URL.RawQuery, key))
 			}, nil
 		}),
-		"header": Named("{header.X-User-ID}", func(name string) (Lookup[R], error) {
+		"header": keytmpl.Named("{header.X-User-ID}", func(name string) (keytmpl.Lookup[R], error) {
 			if !validHeaderName(name) {
 				return nil, fmt.Errorf("%q is not a valid header name", name)
 			}
@@ -72,19 +74,19 @@ func HTTPSources[R HTTPState]() map[string]Source[R] {
 			if name == "Host" {
 				return func(r R) (string, error) {
 					h := r.HTTP().Request.Host
-					return Present(h, h != "")
+					return keytmpl.Present(h, h != "")
 				}, nil
 			}
 			return func(r R) (string, error) {
 				vs := r.HTTP().Request.Header[name]
 				if len(vs) == 0 {
-					return "", ErrMissing
+					return "", keytmpl.ErrMissing
 				}
 				return vs[0], nil
 			}, nil
 		}),
-		"json": Named("{json.order.id}", func(path string) (Lookup[R], error) {
-			p, err := ParseJSONPath(path)
+		"json": keytmpl.Named("{json.order.id}", func(path string) (keytmpl.Lookup[R], error) {
+			p, err := keytmpl.ParseJSONPath(path)
 			if err != nil {
 				return nil, err
 			}
@@ -94,13 +96,13 @@ func HTTPSources[R HTTPState]() map[string]Source[R] {
 					return "", err
 				}
 				v, err := p.Lookup(body)
-				if err != nil && err != ErrMissing {
+				if err != nil && err != keytmpl.ErrMissing {
 					err = errors.New("request body: " + err.Error())
 				}
 				return v, err
 			}, nil
 		}),
-		"method": Bare(func(r R) (string, error) { return r.HTTP().Request.Method, nil }),
+		"method": keytmpl.Bare(func(r R) (string, error) { return r.HTTP().Request.Method, nil }),
 	}
 }
 

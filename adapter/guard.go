@@ -1,13 +1,12 @@
-package core
+package adapter
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
-	"sync/atomic"
+
+	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keytmpl"
 )
 
 // Guard is the adapter kernel: everything about locking a request that does
@@ -20,12 +19,11 @@ import (
 //
 // A Guard is immutable and safe for concurrent use.
 type Guard[R any] struct {
-	c       *Client
-	tmpl    *Template
-	lookups []Lookup[R]
-	policy  Policy
-	spec    Spec
-	opts    []LockOption
+	c      *core.Client
+	keys   *keytmpl.Renderer[R]
+	policy Policy
+	spec   core.Spec
+	opts   []core.LockOption
 }
 
 // NewGuard checks everything that can be checked before a request arrives
@@ -33,64 +31,52 @@ type Guard[R any] struct {
 // source of sources and is valid for it, the policy holds no invalid or
 // conflicting option, and c can build the policy's lock kind. Its errors
 // name the offending part.
-func NewGuard[R any](c *Client, template string, p Policy, sources Sources[R]) (*Guard[R], error) {
+func NewGuard[R any](c *core.Client, template string, p Policy, sources keytmpl.Sources[R]) (*Guard[R], error) {
 	if c == nil {
 		return nil, errors.New("keylock: nil *core.Client")
 	}
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	tmpl, err := ParseTemplate(template)
+	tmpl, err := keytmpl.Parse(template)
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard[R]{c: c, tmpl: tmpl, policy: p, spec: p.Kind()}
-	err = tmpl.Check(func(ph Placeholder) error {
-		l, err := sources.compile(ph)
-		g.lookups = append(g.lookups, l)
-		return err
-	})
+	keys, err := keytmpl.NewRenderer(tmpl, sources)
 	if err != nil {
 		return nil, err
 	}
+	g := &Guard[R]{c: c, keys: keys, policy: p, spec: p.Kind()}
 	// Locker is a cheap handle (no Redis call): building one tells whether
 	// this Client can take the chosen kind of lock at all.
 	if _, err := c.Locker(g.spec, "keylock-start-up-check"); err != nil {
 		return nil, fmt.Errorf("lock kind %q: %w", g.spec.Kind, err)
 	}
-	g.opts = []LockOption{Label(template)}
+	g.opts = []core.LockOption{core.Label(template)}
 	if p.lease > 0 {
-		g.opts = append(g.opts, LeaseTime(p.lease))
+		g.opts = append(g.opts, core.LeaseTime(p.lease))
 	}
 	if p.wait > 0 {
-		g.opts = append(g.opts, WaitTimeout(p.wait))
+		g.opts = append(g.opts, core.WaitTimeout(p.wait))
 	}
 	return g, nil
 }
 
 // Template returns the parsed template.
-func (g *Guard[R]) Template() *Template { return g.tmpl }
+func (g *Guard[R]) Template() *keytmpl.Template { return g.keys.Template() }
 
 // Policy returns the policy the Guard was built with.
 func (g *Guard[R]) Policy() *Policy { return &g.policy }
 
 // Semaphore reports whether the Guard takes a semaphore permit, whose busy
 // answer is "too many" (429, ResourceExhausted) rather than "locked".
-func (g *Guard[R]) Semaphore() bool { return g.spec.Kind == KindSemaphore }
+func (g *Guard[R]) Semaphore() bool { return g.spec.Kind == core.KindSemaphore }
 
 // Key renders the lock name for r. A missing, empty, too long or refused
-// value is a *KeyError naming the placeholder (ClassInvalid); a failing
-// source of the server's own is an error matching ErrSourceFailed.
-func (g *Guard[R]) Key(r R) (string, error) {
-	var buf [256]byte
-	b, err := g.tmpl.appendRender(buf[:0], func(_ Placeholder, i int) (string, error) {
-		return g.lookups[i](r)
-	})
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
-}
+// value is a *keytmpl.KeyError naming the placeholder (ClassInvalid); a
+// failing source of the server's own is an error matching
+// keytmpl.ErrSourceFailed (ClassInternal).
+func (g *Guard[R]) Key(r R) (string, error) { return g.keys.Render(r) }
 
 // Acquire renders the key for r and takes its lock under ctx: one attempt,
 // or with the policy's wait, Lock bounded by it and by ctx. The handler
@@ -98,12 +84,12 @@ func (g *Guard[R]) Key(r R) (string, error) {
 //
 // On failure, FailsOpen says whether the policy runs the handler without
 // the lock; otherwise Classify(err) says what to answer.
-func (g *Guard[R]) Acquire(ctx context.Context, r R) (*Lease, error) {
+func (g *Guard[R]) Acquire(ctx context.Context, r R) (*core.Lease, error) {
 	key, err := g.Key(r)
 	if err != nil {
 		return nil, err
 	}
-	lk, err := g.c.locker(g.spec, key)
+	lk, err := g.c.Locker(g.spec, key)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +103,7 @@ func (g *Guard[R]) Acquire(ctx context.Context, r R) (*Lease, error) {
 // after Acquire failed with err: WithFailOpen was set and Redis could not
 // be reached (ClassUnavailable).
 func (g *Guard[R]) FailsOpen(err error) bool {
-	return g.policy.failOpen && Classify(err) == ClassUnavailable
+	return g.policy.failOpen && Classify(err) == core.ClassUnavailable
 }
 
 // Release gives the lease back under a fresh context bounded by the
@@ -126,54 +112,17 @@ func (g *Guard[R]) FailsOpen(err error) bool {
 // the lock must be given back all the same. A release that could not reach
 // Redis is retried once within the same bound; after that the lock expires
 // with its lease. A nil lease (the handler ran unlocked) is a no-op.
-func (g *Guard[R]) Release(ctx context.Context, l *Lease) error {
+func (g *Guard[R]) Release(ctx context.Context, l *core.Lease) error {
 	if l == nil {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.policy.ReleaseTimeout())
 	defer cancel()
 	err := l.Unlock(rctx)
-	if errors.Is(err, ErrUnavailable) && rctx.Err() == nil {
-		if err2 := l.Unlock(rctx); err2 == nil || errors.Is(err2, ErrNotHeld) {
+	if errors.Is(err, core.ErrUnavailable) && rctx.Err() == nil {
+		if err2 := l.Unlock(rctx); err2 == nil || errors.Is(err2, core.ErrNotHeld) {
 			err = err2
 		}
 	}
 	return err
-}
-
-// Owners per attempt: a job retried after its lock's lease expired (asynq
-// gave up on the attempt) may still be running, so each attempt needs an
-// owner of its own, never the job id alone.
-
-var (
-	attemptPrefix = func() string {
-		var b [8]byte
-		_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
-		return hex.EncodeToString(b[:])
-	}()
-	attemptSeq atomic.Uint64
-)
-
-// maxAttemptID bounds the id part of an attempt owner.
-const maxAttemptID = 128
-
-// attemptKey marks a context whose owner WithAttempt chose.
-type attemptKey struct{}
-
-// WithAttempt returns ctx carrying a fresh owner for one attempt of a job
-// or one stream, "<what>:<id>:<process-unique suffix>" (id cut to 128
-// bytes), replacing any owner ctx had — unless an outer WithAttempt already
-// chose the owner of ctx, which nested layers then share (and re-enter
-// rather than block each other).
-func WithAttempt(ctx context.Context, what, id string) context.Context {
-	if ctx.Value(attemptKey{}) != nil {
-		if _, ok := OwnerFrom(ctx); ok {
-			return ctx
-		}
-	}
-	if len(id) > maxAttemptID {
-		id = id[:maxAttemptID]
-	}
-	owner := what + ":" + id + ":" + attemptPrefix + "-" + strconv.FormatUint(attemptSeq.Add(1), 36)
-	return context.WithValue(WithOwner(ctx, owner), attemptKey{}, struct{}{})
 }

@@ -1,4 +1,4 @@
-package core
+package keytmpl
 
 import (
 	"encoding/json"
