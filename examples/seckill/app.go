@@ -18,6 +18,7 @@ import (
 	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/examples/seckill/internal/shop"
 	asynqlock "github.com/keylock/keylock/jobs/asynq"
+	"github.com/keylock/keylock/jobs/asynqtrace"
 	"github.com/keylock/keylock/tracing"
 )
 
@@ -166,7 +167,7 @@ func runApp(ctx context.Context, cfg appConfig) (err error) {
 	if tel.tracing {
 		// Outside the lock: the task's span continues the buy's trace (from
 		// the task headers), and the lock's spans nest under it.
-		h = asynqlock.TraceMiddleware(asynqlock.WithTracerProvider(tel.tp))(h)
+		h = asynqtrace.Middleware(asynqtrace.WithTracerProvider(tel.tp))(h)
 	}
 	mux := asynq.NewServeMux()
 	mux.Handle(taskCreateOrder, h)

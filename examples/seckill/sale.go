@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keylock/keylock/examples/seckill/internal/shop"
-	asynqlock "github.com/keylock/keylock/jobs/asynq"
+	"github.com/keylock/keylock/jobs/asynqtrace"
 )
 
 // The order:create task.
@@ -37,7 +37,7 @@ const buyTimeout = 5 * time.Second
 var errQueue = errors.New("seckill: order queue unavailable")
 
 // orderTask is the order:create payload. The trace context of the buy that
-// queued it travels in the task's headers (asynqlock.NewTracedTask), so the
+// queued it travels in the task's headers (asynqtrace.NewTask), so the
 // task's processing continues the buy's trace.
 type orderTask struct {
 	OrderID string `json:"order_id"`
@@ -127,7 +127,7 @@ func (s *sale) enqueue(ctx context.Context, t orderTask) (err error) {
 	if err != nil {
 		return err
 	}
-	_, err = s.queue.EnqueueContext(ctx, asynqlock.NewTracedTask(ctx, taskCreateOrder, payload),
+	_, err = s.queue.EnqueueContext(ctx, asynqtrace.NewTask(ctx, taskCreateOrder, payload),
 		asynq.Queue(orderQueue), asynq.TaskID(t.OrderID), asynq.MaxRetry(10), asynq.Timeout(time.Minute))
 	return err
 }

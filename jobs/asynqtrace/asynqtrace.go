@@ -1,4 +1,4 @@
-package asynqlock
+package asynqtrace
 
 import (
 	"context"
@@ -10,39 +10,23 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	asynqlock "github.com/keylock/keylock/jobs/asynq"
 )
 
-// Trace propagation across the queue: asynq carries no trace context of its
-// own (asynq #321, #787), so a worker's spans — its lock's keylock.acquire
-// among them — start a new trace, cut off from the request that queued the
-// task. The producer puts the context in the task's headers (asynq ≥ 0.26)
-// with [NewTracedTask] or [TraceHeaders]; [TraceMiddleware] on the worker
-// reads it back and runs the task under a consumer span that continues the
-// trace:
-//
-//	// producer, under the request's span
-//	task := asynqlock.NewTracedTask(ctx, "order:create", payload)
-//	_, err := queue.EnqueueContext(ctx, task)
-//
-//	// worker: the trace middleware outside the lock middleware, so the
-//	// lock's spans nest under the task's span
-//	mux.Use(asynqlock.TraceMiddleware(), asynqlock.Middleware(locks, ...))
-//
-// One trace then reads: the request → (your enqueue span) → asynq.process
-// order:create → keylock.acquire, your handler's spans, keylock.release.
-
-// TraceScopeName is the instrumentation scope of TraceMiddleware's spans.
-const TraceScopeName = "github.com/keylock/keylock/jobs/asynq"
+// ScopeName is the instrumentation scope of Middleware's spans: this
+// package's import path.
+const ScopeName = "github.com/keylock/keylock/jobs/asynqtrace"
 
 // defaultPropagator writes and reads W3C trace context and baggage. It is
 // fixed rather than otel.GetTextMapPropagator(), whose default propagates
 // nothing: both ends of the queue must agree, whatever each process set up.
 var defaultPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-// TraceHeaders adds ctx's trace context (W3C traceparent, tracestate and
+// Headers adds ctx's trace context (W3C traceparent, tracestate and
 // baggage) to headers and returns them; nil headers start a new map. Pass
 // them to asynq.NewTaskWithHeaders. Without a span in ctx nothing is added.
-func TraceHeaders(ctx context.Context, headers map[string]string) map[string]string {
+func Headers(ctx context.Context, headers map[string]string) map[string]string {
 	if headers == nil {
 		headers = make(map[string]string, 2)
 	}
@@ -50,16 +34,16 @@ func TraceHeaders(ctx context.Context, headers map[string]string) map[string]str
 	return headers
 }
 
-// NewTracedTask is asynq.NewTaskWithHeaders with headers that carry ctx's
-// trace context, for TraceMiddleware to continue on the worker.
-func NewTracedTask(ctx context.Context, typename string, payload []byte, opts ...asynq.Option) *asynq.Task {
-	return asynq.NewTaskWithHeaders(typename, payload, TraceHeaders(ctx, nil), opts...)
+// NewTask is asynq.NewTaskWithHeaders with headers that carry ctx's
+// trace context, for Middleware to continue on the worker.
+func NewTask(ctx context.Context, typename string, payload []byte, opts ...asynq.Option) *asynq.Task {
+	return asynq.NewTaskWithHeaders(typename, payload, Headers(ctx, nil), opts...)
 }
 
-// TraceOption configures TraceMiddleware.
-type TraceOption func(*traceConfig)
+// Option configures Middleware.
+type Option func(*config)
 
-type traceConfig struct {
+type config struct {
 	tp         trace.TracerProvider
 	propagator propagation.TextMapPropagator
 	link       bool
@@ -67,15 +51,15 @@ type traceConfig struct {
 
 // WithTracerProvider sets the TracerProvider of the task spans. Default:
 // the global one (otel.GetTracerProvider), also when tp is nil.
-func WithTracerProvider(tp trace.TracerProvider) TraceOption {
-	return func(c *traceConfig) { c.tp = tp }
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tp = tp }
 }
 
 // WithPropagator sets how the trace context is read from the task's
-// headers. Default: W3C trace context and baggage, as TraceHeaders writes
+// headers. Default: W3C trace context and baggage, as Headers writes
 // them; change it only together with the producer.
-func WithPropagator(p propagation.TextMapPropagator) TraceOption {
-	return func(c *traceConfig) { c.propagator = p }
+func WithPropagator(p propagation.TextMapPropagator) Option {
+	return func(c *config) { c.propagator = p }
 }
 
 // WithLinkedTrace starts each task's span as the root of a trace of its
@@ -83,22 +67,24 @@ func WithPropagator(p propagation.TextMapPropagator) TraceOption {
 // off — the task continues the producer's trace, so one trace shows the
 // request, the enqueue and the task with its locks. Linking suits tasks
 // that run long after, or many times for, one request.
-func WithLinkedTrace(enabled bool) TraceOption {
-	return func(c *traceConfig) { c.link = enabled }
+func WithLinkedTrace(enabled bool) Option {
+	return func(c *config) { c.link = enabled }
 }
 
-// TraceMiddleware runs each task under a consumer span named
+// Middleware runs each task under a consumer span named
 // "asynq.process <type>" that continues the trace whose context the task's
-// headers carry (see NewTracedTask), or starts a new one when they carry
+// headers carry (see NewTask), or starts a new one when they carry
 // none. Its attributes follow the OTel messaging conventions
 // (messaging.system "asynq", the queue, the task id, the retry count). A
 // task error sets the span's status to Error, except a busy lock's
-// (*BusyError: the task is only retried later). Put it before (outside) the
+// (*asynqlock.BusyError: the task is only retried later). Put it before (outside) the
 // lock middleware so that the lock's spans nest under the task's.
-func TraceMiddleware(opts ...TraceOption) asynq.MiddlewareFunc {
-	cfg := traceConfig{propagator: defaultPropagator}
+func Middleware(opts ...Option) asynq.MiddlewareFunc {
+	cfg := config{propagator: defaultPropagator}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()
@@ -106,7 +92,7 @@ func TraceMiddleware(opts ...TraceOption) asynq.MiddlewareFunc {
 	if cfg.propagator == nil {
 		cfg.propagator = defaultPropagator
 	}
-	tracer := cfg.tp.Tracer(TraceScopeName)
+	tracer := cfg.tp.Tracer(ScopeName)
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			attrs := []attribute.KeyValue{
@@ -134,8 +120,7 @@ func TraceMiddleware(opts ...TraceOption) asynq.MiddlewareFunc {
 			ctx, span := tracer.Start(ctx, "asynq.process "+t.Type(), opts...)
 			defer span.End()
 			err := next.ProcessTask(ctx, t)
-			var busy *BusyError
-			if err != nil && !errors.As(err, &busy) {
+			if err != nil && !errors.As(err, new(*asynqlock.BusyError)) {
 				span.RecordError(err)
 				span.SetStatus(codes.Error, err.Error())
 			}

@@ -1,4 +1,4 @@
-package asynqlock_test
+package asynqtrace_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/keylock/keylock/core"
 	asynqlock "github.com/keylock/keylock/jobs/asynq"
+	"github.com/keylock/keylock/jobs/asynqtrace"
 	"github.com/keylock/keylock/tracing"
 )
 
@@ -73,13 +74,13 @@ func one(t *testing.T, ss tracetest.SpanStubs, name string) tracetest.SpanStub {
 }
 
 // TestTracedTaskContinuesTheProducersTrace: the trace context put in the
-// task's headers by NewTracedTask is continued by TraceMiddleware, so the
+// task's headers by NewTask is continued by Middleware, so the
 // request, the enqueue, the task and its lock are one trace.
 func TestTracedTaskContinuesTheProducersTrace(t *testing.T) {
 	tr := newTraced(t)
 	done := make(chan baggage.Baggage, 1)
 	mux := asynq.NewServeMux()
-	mux.Use(asynqlock.TraceMiddleware(asynqlock.WithTracerProvider(tr.tp)),
+	mux.Use(asynqtrace.Middleware(asynqtrace.WithTracerProvider(tr.tp)),
 		asynqlock.Middleware(tr.locks, asynqlock.WithTask("order:pay", "order:{payload.id}")))
 	mux.HandleFunc("order:pay", func(ctx context.Context, _ *asynq.Task) error {
 		_, span := tr.tp.Tracer("test").Start(ctx, "pay")
@@ -94,7 +95,7 @@ func TestTracedTaskContinuesTheProducersTrace(t *testing.T) {
 	ctx := baggage.ContextWithBaggage(context.Background(), bag)
 	ctx, request := tr.tp.Tracer("test").Start(ctx, "POST /pay", trace.WithSpanKind(trace.SpanKindServer))
 	ectx, enqueue := tr.tp.Tracer("test").Start(ctx, "enqueue order:pay", trace.WithSpanKind(trace.SpanKindProducer))
-	if _, err := tr.client.EnqueueContext(ectx, asynqlock.NewTracedTask(ectx, "order:pay", []byte(`{"id":7}`))); err != nil {
+	if _, err := tr.client.EnqueueContext(ectx, asynqtrace.NewTask(ectx, "order:pay", []byte(`{"id":7}`))); err != nil {
 		t.Fatal(err)
 	}
 	enqueue.End()
@@ -137,12 +138,12 @@ func TestTracedTaskContinuesTheProducersTrace(t *testing.T) {
 func TestTracedTaskLinkedAndErrors(t *testing.T) {
 	tr := newTraced(t)
 	mux := asynq.NewServeMux()
-	mux.Use(asynqlock.TraceMiddleware(asynqlock.WithTracerProvider(tr.tp), asynqlock.WithLinkedTrace(true)))
+	mux.Use(asynqtrace.Middleware(asynqtrace.WithTracerProvider(tr.tp), asynqtrace.WithLinkedTrace(true)))
 	mux.HandleFunc("fails", func(context.Context, *asynq.Task) error { return errors.New("boom") })
 	tr.serve(t, mux)
 
 	ctx, request := tr.tp.Tracer("test").Start(context.Background(), "request")
-	if _, err := tr.client.Enqueue(asynqlock.NewTracedTask(ctx, "fails", nil), asynq.MaxRetry(0)); err != nil {
+	if _, err := tr.client.Enqueue(asynqtrace.NewTask(ctx, "fails", nil), asynq.MaxRetry(0)); err != nil {
 		t.Fatal(err)
 	}
 	request.End()
@@ -159,12 +160,12 @@ func TestTracedTaskLinkedAndErrors(t *testing.T) {
 	}
 }
 
-func TestTraceHeadersWithoutSpanAddNothing(t *testing.T) {
-	if h := asynqlock.TraceHeaders(context.Background(), nil); len(h) != 0 {
-		t.Errorf("TraceHeaders without a span: %v, want none", h)
+func TestHeadersWithoutSpanAddNothing(t *testing.T) {
+	if h := asynqtrace.Headers(context.Background(), nil); len(h) != 0 {
+		t.Errorf("Headers without a span: %v, want none", h)
 	}
-	h := asynqlock.TraceHeaders(context.Background(), map[string]string{"x": "1"})
+	h := asynqtrace.Headers(context.Background(), map[string]string{"x": "1"})
 	if h["x"] != "1" {
-		t.Errorf("TraceHeaders dropped an existing header: %v", h)
+		t.Errorf("Headers dropped an existing header: %v", h)
 	}
 }
