@@ -28,6 +28,15 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
+	// Job tracing is asynqtrace's: the lock adapters never pull in
+	// OpenTelemetry.
+	for _, pkg := range []string{"../jobs/asynq", "../middleware/gin", "../middleware/grpc", "../middleware/http"} {
+		for _, dep := range goListDeps(t, pkg, "{{.ImportPath}}") {
+			if strings.HasPrefix(dep, "go.opentelemetry.io/") {
+				t.Errorf("%s imports %s; tracing belongs in tracing/ or jobs/asynqtrace", pkg, dep)
+			}
+		}
+	}
 	for _, line := range goListDeps(t, "../keytmpl", "{{if not .Standard}}{{.ImportPath}}{{end}}") {
 		if line != "" && line != "github.com/keylock/keylock/keytmpl" {
 			t.Errorf("keytmpl imports %s; it must import the standard library only", line)
