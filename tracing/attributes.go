@@ -219,7 +219,10 @@ type lockAttrs struct {
 }
 
 func newLockAttrs(kind core.Kind, label string) *lockAttrs {
-	base := []attribute.KeyValue{keyKind.String(string(kind))}
+	var base []attribute.KeyValue
+	if kind != "" {
+		base = append(base, keyKind.String(string(kind)))
+	}
 	if label != "" {
 		base = append(base, keyTemplate.String(label))
 	}
@@ -262,6 +265,9 @@ type lockID struct {
 type attrCache struct {
 	mu sync.RWMutex
 	m  map[lockID]*lockAttrs
+
+	// added, if set, is told of each lockAttrs the cache keeps, once.
+	added func(*lockAttrs)
 }
 
 func (c *attrCache) get(kind core.Kind, label string) *lockAttrs {
@@ -274,15 +280,20 @@ func (c *attrCache) get(kind core.Kind, label string) *lockAttrs {
 	}
 	a = newLockAttrs(kind, label)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if b := c.m[id]; b != nil {
+		c.mu.Unlock()
 		return b
 	}
 	if c.m == nil {
 		c.m = make(map[lockID]*lockAttrs)
 	}
-	if len(c.m) < maxCachedLocks {
+	kept := len(c.m) < maxCachedLocks
+	if kept {
 		c.m[id] = a
+	}
+	c.mu.Unlock()
+	if kept && c.added != nil {
+		c.added(a)
 	}
 	return a
 }

@@ -23,7 +23,7 @@ var _ core.ForceUnlockObserver = (*Observer)(nil)
 // clients woken; the lock name only with WithKeyAttribute — and counts it
 // in keylock.force_unlocks (by kind and freed). The holders' own Clients
 // record the loss (keylock.losses, a keylock.lost event) at their next
-// renewal. Force-unlocks are rare, so the counter is looked up per call.
+// renewal. Force-unlocks are rare, so their attributes are built per call.
 func (o *Observer) ForceUnlocked(ctx context.Context, e core.ForceUnlockEvent) {
 	attrs := []attribute.KeyValue{}
 	var kind core.Kind
@@ -32,9 +32,7 @@ func (o *Observer) ForceUnlocked(ctx context.Context, e core.ForceUnlockEvent) {
 		kind, freed = e.Result.Removed.Kind, e.Result.Freed
 	}
 	attrs = append(attrs, keyKind.String(string(kind)), attribute.Bool("keylock.force_unlock.freed", freed))
-	counter := counter(o.cfg.mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version), metric.WithSchemaURL(semconv.SchemaURL)),
-		"keylock.force_unlocks", "{unlock}", "Locks freed by force (core.Client.ForceUnlock), by kind and whether anything was held.")
-	counter.Add(ctx, 1, metric.WithAttributes(attrs...))
+	o.inst.forceUnlocks.Add(ctx, 1, metric.WithAttributes(attrs...))
 
 	spanAttrs := attrs
 	if o.cfg.keyAttr {

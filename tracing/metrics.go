@@ -1,6 +1,8 @@
 package tracing
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -23,6 +25,7 @@ type instruments struct {
 	losses          metric.Int64Counter
 	held            metric.Int64UpDownCounter
 	waiters         metric.Int64UpDownCounter
+	forceUnlocks    metric.Int64Counter
 }
 
 // newInstruments creates the instruments on m. An instrument that cannot be
@@ -46,7 +49,34 @@ func newInstruments(m metric.Meter) instruments {
 		"Locks held (a re-entered lock counts once; each semaphore acquisition is one).")
 	in.waiters = upDownCounter(m, "keylock.waiters", "{waiter}",
 		"Acquisitions waiting for a busy lock.")
+	in.forceUnlocks = counter(m, "keylock.force_unlocks", "{unlock}",
+		"Locks freed by force (core.Client.ForceUnlock), by kind and whether anything was held.")
 	return in
+}
+
+// zero makes the series an alert watches exist, at 0, before their first
+// event: an alert on keylock_losses_total then sees 0, not an absent
+// series. New calls it once with no kind or template (so every counter is
+// exported from the start, e.g. keylock_losses_total{error_type="lock_lost"} 0),
+// and again for each kind and template the Observer meets, so that the
+// per-template series exist from the first lock taken, not the first loss.
+// Histograms are left alone: they have no alert threshold at zero.
+func (in *instruments) zero(a *lockAttrs) {
+	ctx := context.Background()
+	for i := range a.acquire {
+		in.acquisitions.Add(ctx, 0, a.acquire[i].add...)
+	}
+	for i := range a.renew {
+		in.renewals.Add(ctx, 0, a.renew[i].add...)
+	}
+	for i := range a.loss {
+		in.losses.Add(ctx, 0, a.loss[i].add...)
+	}
+	in.held.Add(ctx, 0, a.lock.add...)
+	in.waiters.Add(ctx, 0, a.lock.add...)
+	if len(a.base) == 0 {
+		in.forceUnlocks.Add(ctx, 0)
+	}
 }
 
 func histogram(m metric.Meter, name, desc string, buckets []float64) metric.Float64Histogram {

@@ -41,6 +41,8 @@ func New(opts ...Option) *Observer {
 			metric.WithInstrumentationVersion(Version), metric.WithSchemaURL(semconv.SchemaURL))),
 	}
 	o.live.init()
+	o.attrs.added = o.inst.zero
+	o.inst.zero(newLockAttrs("", ""))
 	return o
 }
 
