@@ -103,7 +103,7 @@ func TestAlertSeriesExistAtZeroBeforeAnyEvent(t *testing.T) {
 	got = scrape()
 	labels := `keylock_lock_kind="mutex",keylock_lock_template="order:{id}"`
 	for series, want := range map[string]string{
-		`keylock_losses_total{error_type="lock_lost",` + labels + `}`:          "0",
+		`keylock_losses_total{error_type="lock_lost",` + labels + `}`:           "0",
 		`keylock_renewals_total{` + labels + `,keylock_outcome="lost"}`:         "0",
 		`keylock_acquisitions_total{` + labels + `,keylock_outcome="acquired"}`: "1",
 		`keylock_acquisitions_total{` + labels + `,keylock_outcome="error"}`:    "0",
