@@ -70,7 +70,7 @@ if redis.call('exists', KEYS[1]) == 0 then
       redis.call('hdel', KEYS[7], owner)
     end
     local token = fence_next(KEYS[4], ARGV[3])
-    local left = hold_take(KEYS[1], owner, token, lease, ARGV[8])
+    local left = hold_take(KEYS[1], owner, token, lease, ARGV[8], now)
     return attempt_won(KEYS[6], 1, token, ARGV[7], left)
   end
   -- Free, but another waiter is first in line: nudge it (it may have missed

@@ -17,14 +17,16 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- It also returns the server clock in ms, read by the same TIME call.
 local function fence_next(key, ttl)
   local t = redis.call('time')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local n = redis.call('incr', key)
   if n < tonumber(now) then
     redis.call('set', key, now, 'px', ttl)
-    return now
+    return now, ms
   end
   redis.call('pexpire', key, ttl) -- a burst within one microsecond
-  return string.format('%d', n)
+  return string.format('%d', n), ms
 end

@@ -15,7 +15,8 @@
 -- lock hash key, or nil when that hold is gone (expired, released,
 -- force-unlocked, or replaced by a later hold).
 local function hold_left(key, owner, token)
-  if redis.call('hget', key, ':token') ~= token or redis.call('hexists', key, owner) == 0 then
+  local v = redis.call('hmget', key, ':token', owner)
+  if v[1] ~= token or not v[2] then
     return nil
   end
   return math.max(redis.call('pttl', key), 0)
@@ -33,11 +34,15 @@ local function count_lease(key, watchdog, lease, now)
   end
 end
 
--- hold_take makes owner the holder: count 1, fencing token token, lease ms.
--- It returns the remaining lease (ms).
-local function hold_take(key, owner, token, lease, watchdog)
-  redis.call('hset', key, owner, 1, ':token', token)
-  count_lease(key, watchdog, lease, now_ms())
+-- hold_take makes owner the holder: count 1, fencing token token, lease ms,
+-- now being the server clock in ms (one HSET and one PEXPIRE: the fresh
+-- acquisition is the hot path). It returns the remaining lease (ms).
+local function hold_take(key, owner, token, lease, watchdog, now)
+  if watchdog == '1' then
+    redis.call('hset', key, owner, 1, ':token', token, ':wd', 1)
+  else
+    redis.call('hset', key, owner, 1, ':token', token, ':fx', now + lease)
+  end
   redis.call('pexpire', key, lease)
   return lease
 end
@@ -61,11 +66,9 @@ end
 -- remaining leases need: at least wd_lease ms while one is a watchdog
 -- lease, else until the end of the last fixed lease.
 local function hold_release(key, owner, token, watchdog, wd_lease)
-  if redis.call('hget', key, ':token') ~= token then
-    return -1
-  end
-  local held = redis.call('hget', key, owner)
-  if not held then
+  local v = redis.call('hmget', key, ':token', owner)
+  local held = v[2]
+  if v[1] ~= token or not held then
     return -1
   end
   local n = tonumber(held) - 1

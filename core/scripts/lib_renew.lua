@@ -9,7 +9,8 @@
 -- 1 when that hold lives (its lease is now at least lease ms; a longer one
 -- is never shortened), 0 when it does not (lost).
 local function renew_owner(key, owner, token, lease)
-  if redis.call('hget', key, ':token') ~= token or redis.call('hexists', key, owner) == 0 then
+  local v = redis.call('hmget', key, ':token', owner)
+  if v[1] ~= token or not v[2] then
     return 0
   end
   if lease > 0 and redis.call('pttl', key) < lease then

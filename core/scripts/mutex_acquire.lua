@@ -37,8 +37,8 @@ if seen then
 end
 local lease = tonumber(ARGV[2])
 if redis.call('exists', KEYS[1]) == 0 then
-  local token = fence_next(KEYS[2], ARGV[3])
-  local left = hold_take(KEYS[1], owner, token, lease, ARGV[6])
+  local token, now = fence_next(KEYS[2], ARGV[3])
+  local left = hold_take(KEYS[1], owner, token, lease, ARGV[6], now)
   return attempt_won(KEYS[3], 1, token, ARGV[4], left)
 end
 if redis.call('hexists', KEYS[1], owner) == 1 then

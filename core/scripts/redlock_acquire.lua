@@ -37,8 +37,8 @@ if ok and type(info) == 'string' then
 end
 local lease = tonumber(ARGV[2])
 if redis.call('exists', KEYS[1]) == 0 then
-  local token = fence_next(KEYS[2], ARGV[3])
-  hold_take(KEYS[1], ARGV[1], token, lease, ARGV[5])
+  local token, now = fence_next(KEYS[2], ARGV[3])
+  hold_take(KEYS[1], ARGV[1], token, lease, ARGV[5], now)
   attempt_won(KEYS[3], 1, token, ARGV[4], lease)
   return {1, token, up}
 end

@@ -54,7 +54,7 @@ else
   if readers == 0 then
     redis.call('zrem', KEYS[4], owner)
     local token = fence_next(KEYS[5], ARGV[3])
-    local left = hold_take(KEYS[1], owner, token, lease, ARGV[7])
+    local left = hold_take(KEYS[1], owner, token, lease, ARGV[7], now)
     return attempt_won(KEYS[6], 1, token, ARGV[6], left)
   end
   wait = first_deadline(KEYS[2], now)
