@@ -26,7 +26,9 @@ type Client struct {
 	hub     *hub
 	restart restartWatch // restart.go
 
-	scriptsOnce sync.Once // SCRIPT LOAD of every script before the first call
+	scripts     *scriptCache // SHAs of the scripts, shared per rdb (scripts.go)
+	scriptsOnce sync.Once    // SCRIPT LOAD of every script before the first call
+	refusals    sync.Map     // optional commands refused and reported (refused.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -72,6 +74,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		done:  make(chan struct{}),
 	}
 	c.grace, c.cancelGrace = context.WithCancel(context.Background())
+	c.scripts = attachScripts(rdb)
 	c.hub = newHub(rdb, &c.wg)
 	c.startRestartWatch()
 	c.startWatchdog()
@@ -112,6 +115,7 @@ func (c *Client) Close() error {
 	}
 	c.hub.close()
 	c.wg.Wait()
+	detachScripts(c.rdb)
 	return nil
 }
 
@@ -151,39 +155,6 @@ func (c *Client) isClosed() bool {
 // newID returns an id unique to this client: "<client id>:<n>".
 func (c *Client) newID() string {
 	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 36)
-}
-
-// loadScripts loads every embedded script once per Client (on Cluster,
-// go-redis sends SCRIPT LOAD to every master), so that not even the first
-// call of a script depends on the EVALSHA → NOSCRIPT → EVAL fallback. That
-// matters for releases: a release whose reply is lost must have run exactly
-// once, not have bounced off NOSCRIPT. Failures are ignored here: the
-// fallback still covers a server that restarted or flushed its scripts.
-func (c *Client) loadScripts(ctx context.Context) {
-	c.scriptsOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
-		defer cancel()
-		c.loadAllScripts(ctx)
-	})
-}
-
-// loadAllScripts loads every embedded script (again, after a restart).
-func (c *Client) loadAllScripts(ctx context.Context) {
-	if _, ok := c.rdb.(*redis.ClusterClient); ok {
-		for _, s := range allScripts { // each call goes to every master
-			if err := s.Load(ctx, c.rdb).Err(); err != nil {
-				return
-			}
-		}
-		return
-	}
-	pipe := c.rdb.Pipeline()
-	for _, s := range allScripts {
-		// pipe.ScriptLoad, not s.Load: Script.Load would record the
-		// pipeline's still-empty reply as the script's hash.
-		pipe.ScriptLoad(ctx, s.src)
-	}
-	_, _ = pipe.Exec(ctx)
 }
 
 // ownerFor returns ctx's owner, or a fresh one.

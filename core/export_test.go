@@ -6,16 +6,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ScriptSHAs lists every embedded script by name, for tests.
-func ScriptSHAs() map[string]string {
+// ScriptSHAs loads every embedded script on rdb with SCRIPT LOAD and
+// returns the SHA the server answered for each, by name. Nothing is hashed
+// here: the SHAs come from the server, as in a Client.
+func ScriptSHAs(ctx context.Context, rdb redis.Scripter) (map[string]string, error) {
 	m := make(map[string]string, len(allScripts))
 	for name, s := range allScripts {
-		m[name] = s.Hash()
+		sha, err := rdb.ScriptLoad(ctx, s.src).Result()
+		if err != nil {
+			return nil, err
+		}
+		m[name] = sha
 	}
-	return m
+	return m, nil
 }
 
-// LoadScript loads one embedded script with SCRIPT LOAD (checks it compiles).
-func LoadScript(ctx context.Context, rdb redis.Scripter, name string) error {
-	return allScripts[name].Load(ctx, rdb).Err()
-}
+// ScriptBody returns the body of an embedded script (its libraries first),
+// as it is sent with EVAL.
+func ScriptBody(name string) string { return allScripts[name].src }

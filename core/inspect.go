@@ -162,7 +162,7 @@ func (c *Client) InspectNames(ctx context.Context, names []string) ([]*LockState
 	if len(names) == 0 {
 		return nil, nil
 	}
-	pipe := c.rdb.Pipeline()
+	pipe := c.pipeline()
 	cmds := make([]*redis.Cmd, len(names))
 	for i, n := range names {
 		cmds[i] = scriptInspect.EvalSha(ctx, pipe, lockKeys(newKeys(n)), inspectQueueLimit)

@@ -237,9 +237,10 @@ func (c *Client) renewChunk(ctx context.Context, items []renewItem, budget time.
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	sent := time.Now()
-	c.pipeRenewals(ctx, items, func(int) bool { return true })
+	c.pipeRenewals(ctx, c.pipeline(), items, func(int) bool { return true })
 	// NOSCRIPT: Redis lost its scripts (a restart, SCRIPT FLUSH). Load them
-	// and send those renewals once more.
+	// for the next passes, and send those renewals once more with their
+	// bodies (EVAL), which works whether or not the load did.
 	noScript := false
 	for i := range items {
 		if isNoScript(items[i].err) {
@@ -249,15 +250,14 @@ func (c *Client) renewChunk(ctx context.Context, items []renewItem, budget time.
 	}
 	if noScript {
 		c.loadAllScripts(ctx)
-		c.pipeRenewals(ctx, items, func(i int) bool { return isNoScript(items[i].err) })
+		c.pipeRenewals(ctx, pipelineWithBodies(c.rdb), items, func(i int) bool { return isNoScript(items[i].err) })
 	}
 	c.applyRenewals(sent, items)
 }
 
-// pipeRenewals sends the items chosen by pick as one pipeline and decodes
-// their replies.
-func (c *Client) pipeRenewals(ctx context.Context, items []renewItem, pick func(int) bool) {
-	pipe := c.rdb.Pipeline()
+// pipeRenewals sends the items chosen by pick as one pipeline (pipe) and
+// decodes their replies.
+func (c *Client) pipeRenewals(ctx context.Context, pipe redis.Pipeliner, items []renewItem, pick func(int) bool) {
 	var batch *redis.Cmd
 	var batched []int
 	if c.canBatch() {

@@ -21,14 +21,13 @@ import (
 
 var scriptRenewBatch = registerScript("renew_batch", "lib_fence", "lib_lease", "lib_renew")
 
-// batchShape says how renew_batch runs a renewal by the script with hash
-// sha: 'o' as mutex_renew (one key), 'h' as lease_renew (two keys), 0 not at
-// all.
-func batchShape(sha string) (shape string, keys int) {
-	switch sha {
-	case scriptMutexRenew.Hash():
+// batchShape says how renew_batch runs a renewal by script s: 'o' as
+// mutex_renew (one key), 'h' as lease_renew (two keys), 0 not at all.
+func batchShape(s *script) (shape string, keys int) {
+	switch s {
+	case scriptMutexRenew:
 		return "o", 1
-	case scriptLeaseRenew.Hash():
+	case scriptLeaseRenew:
 		return "h", 2
 	}
 	return "", 0
@@ -44,7 +43,7 @@ func (c *Client) canBatch() bool {
 // for as one call (returned, with the indexes of its items in order), the
 // others as their own commands (in items[i].cmd).
 func (c *Client) queueBatch(ctx context.Context, pipe redis.Pipeliner, items []renewItem, pick func(int) bool) (*redis.Cmd, []int) {
-	scratch := c.rdb.Pipeline() // holds the kinds' commands, never sent
+	scratch := pipelineWithBodies(c.rdb) // holds the kinds' commands, never sent
 	defer scratch.Discard()
 	var keys []string
 	var argv []any
@@ -54,12 +53,12 @@ func (c *Client) queueBatch(ctx context.Context, pipe redis.Pipeliner, items []r
 			continue
 		}
 		it := &items[i]
-		args := it.h.p.renew(ctx, scratch, it.renewal()).Args()
-		// evalsha, sha, numkeys, keys..., owner, lease, token
+		cmd := it.h.p.renew(ctx, scratch, it.renewal())
+		args := cmd.Args()
+		// eval, body, numkeys, keys..., owner, lease, token
 		if len(args) >= 3 {
-			sha, _ := args[1].(string)
 			n, _ := args[2].(int)
-			if shape, nk := batchShape(sha); nk > 0 && n == nk && len(args) == 3+nk+3 {
+			if shape, nk := batchShape(bodyOf(cmd)); nk > 0 && n == nk && len(args) == 3+nk+3 {
 				for _, k := range args[3 : 3+nk] {
 					s, _ := k.(string)
 					keys = append(keys, s)

@@ -77,7 +77,7 @@ func (c *Client) evalWrite(ctx context.Context, s *script, keys []string, args .
 		}
 		target = node
 	}
-	v, wait, err := evalWait(ctx, target, s, keys, args, rs)
+	v, wait, err := evalWait(ctx, target, c.scripts, s, keys, args, rs)
 	if err != nil {
 		if cluster && isRedirect(err) {
 			cc.ReloadState(ctx)
@@ -99,8 +99,8 @@ func (c *Client) evalWrite(ctx context.Context, s *script, keys []string, args .
 
 // evalWait sends EVALSHA and WAIT in one pipeline, and again with EVAL when
 // the server answered NOSCRIPT (WAIT then had nothing to wait for).
-func evalWait(ctx context.Context, target redis.Cmdable, s *script, keys []string, args []any, rs *replicaSync) (any, *redis.IntCmd, error) {
-	pipe := target.Pipeline()
+func evalWait(ctx context.Context, target redis.Cmdable, sc *scriptCache, s *script, keys []string, args []any, rs *replicaSync) (any, *redis.IntCmd, error) {
+	pipe := redis.Pipeliner(scriptPipe{Pipeliner: target.Pipeline(), cache: sc})
 	cmd := s.EvalSha(ctx, pipe, keys, args...)
 	wait := waitCmd(ctx, pipe, rs)
 	_, _ = pipe.Exec(ctx)
