@@ -12,6 +12,10 @@
 //   - [NewProxy] puts a fault-injecting TCP proxy between a client and a
 //     server: [Proxy.Blackhole] (a partition: timeouts, not resets),
 //     [Proxy.Drop] (resets), [Proxy.Delay] (latency) and back to [Proxy.Pass].
+//     Like the proxies in front of managed Redis, it can also refuse commands
+//     whose keys span hash slots ([Proxy.RefuseCrossSlot]) or whole commands
+//     ([Proxy.RefuseCommands]), and counts what it saw ([Proxy.Seen],
+//     [Proxy.Refused]).
 //     [StartProxy] is the same proxy for code that is not a test (the fault
 //     suite's driver, internal/chaos).
 //

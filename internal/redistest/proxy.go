@@ -36,6 +36,8 @@ type Proxy struct {
 	delay   time.Duration
 	changed chan struct{} // closed (and replaced) whenever mode or delay changes
 	links   map[*link]struct{}
+
+	refuse refusals // commands refused (proxy_refuse.go)
 }
 
 // NewProxy starts a proxy on a free port of 127.0.0.1 that forwards to target

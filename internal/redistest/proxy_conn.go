@@ -42,7 +42,8 @@ func (p *Proxy) acceptLoop() {
 }
 
 // serve proxies one client connection until either side closes, Drop, or
-// Close. It pumps client→server itself and owns a goroutine for server→client.
+// Close. It pumps client→server itself, command by command (refusing some:
+// proxy_refuse.go), and owns a goroutine for server→client.
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	if m, _, _ := p.state(); m == modeDrop {
@@ -70,7 +71,7 @@ func (p *Proxy) serve(client net.Conn) {
 		p.pump(client, server)
 		p.holdWhileBlackholed() // a partitioned client must not see the server go away
 	}()
-	p.pump(server, client)
+	p.pumpCommands(server, client)
 }
 
 // holdWhileBlackholed returns once the proxy is not (or no longer) in
