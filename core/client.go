@@ -76,6 +76,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c.grace, c.cancelGrace = context.WithCancel(context.Background())
 	c.scripts = attachScripts(rdb)
 	c.hub = newHub(rdb, &c.wg)
+	c.hub.refused = func(err error) { c.reportRefused(context.Background(), "SUBSCRIBE", DegradeWakeups, err) }
 	c.startRestartWatch()
 	c.startWatchdog()
 	c.startIdentity()

@@ -433,6 +433,11 @@ func (c *Client) countWaiting(ctx context.Context, states []*LockState) error {
 		channels = append(channels, wakeChannels(newKeys(st.Name))...)
 	}
 	subs, err := c.subscribers(ctx, channels)
+	if isRefusal(err) {
+		// PUBSUB refused (a proxy): WaitingClients stays -1.
+		c.reportRefused(ctx, "PUBSUB", DegradeWaitingCount, err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,9 @@ type hub struct {
 	// the hub gets its first waiter or sees a connection re-subscribe after a
 	// reconnect: the Client's restart watch (restart.go) probes at once.
 	kick func()
+	// refused, when set (before first use), is told of an error reply on a
+	// pub/sub connection: the server refuses (S)SUBSCRIBE.
+	refused func(error)
 
 	mode  atomic.Int32 // pubUnknown, pubPlain or pubSharded
 	probe *modeProbe   // the running mode probe, guarded by mu

@@ -61,6 +61,9 @@ func (h *hub) read(ctx context.Context, conn *psConn) {
 				}
 				h.mu.Unlock()
 			default: // a dial refused, a reset, a server error: go-redis re-dials on the next receive
+				if h.refused != nil && isRefusal(err) {
+					h.refused(err)
+				}
 				t := time.NewTimer(redialPause)
 				select {
 				case <-ctx.Done():

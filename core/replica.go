@@ -92,6 +92,7 @@ func (c *Client) evalWrite(ctx context.Context, s *script, keys []string, args .
 	case errors.As(werr, &rerr):
 		// The server (or a proxy) refuses WAIT: skip it from now on.
 		rs.unsupported.Store(true)
+		c.reportRefused(ctx, "WAIT", DegradeReplicaSync, werr)
 		return v, noReplicaCheck, nil
 	}
 	return v, 0, nil // the reply of WAIT was lost: count it as no replica

@@ -129,6 +129,9 @@ func (c *Client) probeRestart(runIDs map[string]string) bool {
 	found := make(map[string]string)
 	one := func(ctx context.Context, addr string, rdb *redis.Client) error {
 		info, err := rdb.Info(ctx, "server").Result()
+		if isRefusal(err) {
+			c.reportRefused(ctx, "INFO", DegradeRestartDetection, err)
+		}
 		if id := infoRunID(info); err == nil && id != "" {
 			mu.Lock()
 			found[addr] = id
@@ -146,10 +149,12 @@ func (c *Client) probeRestart(runIDs map[string]string) bool {
 			return one(ctx, m.Options().Addr, m)
 		})
 	default:
-		if info, err := c.rdb.Info(ctx, "server").Result(); err == nil {
-			if id := infoRunID(info); id != "" {
-				found[""] = id
-			}
+		info, err := c.rdb.Info(ctx, "server").Result()
+		if isRefusal(err) {
+			c.reportRefused(ctx, "INFO", DegradeRestartDetection, err)
+		}
+		if id := infoRunID(info); err == nil && id != "" {
+			found[""] = id
 		}
 	}
 	changed := false
