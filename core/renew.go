@@ -237,7 +237,7 @@ func (c *Client) renewChunk(ctx context.Context, items []renewItem, budget time.
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	sent := time.Now()
-	c.pipeRenewals(ctx, c.pipeline(), items, func(int) bool { return true })
+	c.pipeRenewals(ctx, c.pipeline, items, func(int) bool { return true })
 	// NOSCRIPT: Redis lost its scripts (a restart, SCRIPT FLUSH). Load them
 	// for the next passes, and send those renewals once more with their
 	// bodies (EVAL), which works whether or not the load did.
@@ -250,18 +250,20 @@ func (c *Client) renewChunk(ctx context.Context, items []renewItem, budget time.
 	}
 	if noScript {
 		c.loadAllScripts(ctx)
-		c.pipeRenewals(ctx, pipelineWithBodies(c.rdb), items, func(i int) bool { return isNoScript(items[i].err) })
+		withBodies := func() redis.Pipeliner { return pipelineWithBodies(c.rdb) }
+		c.pipeRenewals(ctx, withBodies, items, func(i int) bool { return isNoScript(items[i].err) })
 	}
 	c.applyRenewals(sent, items)
 }
 
-// pipeRenewals sends the items chosen by pick as one pipeline (pipe) and
-// decodes their replies.
-func (c *Client) pipeRenewals(ctx context.Context, pipe redis.Pipeliner, items []renewItem, pick func(int) bool) {
-	var batch *redis.Cmd
-	var batched []int
+// pipeRenewals sends the items chosen by pick as one pipeline (made by
+// newPipe) and decodes their replies. The items of a batch that got an error
+// reply are sent once more, each on its own, in a second pipeline.
+func (c *Client) pipeRenewals(ctx context.Context, newPipe func() redis.Pipeliner, items []renewItem, pick func(int) bool) {
+	pipe := newPipe()
+	var batches []*slotBatch
 	if c.canBatch() {
-		batch, batched = c.queueBatch(ctx, pipe, items, pick)
+		batches = c.queueBatches(ctx, pipe, items, pick)
 	} else {
 		for i := range items {
 			if it := &items[i]; pick(i) {
@@ -270,9 +272,29 @@ func (c *Client) pipeRenewals(ctx context.Context, pipe redis.Pipeliner, items [
 		}
 	}
 	_, _ = pipe.Exec(ctx)
-	if batch != nil {
-		decodeBatch(batch, items, batched)
+	var alone []int
+	for _, b := range batches {
+		if isErrorReply(b.cmd.Err()) {
+			alone = append(alone, b.in...)
+			continue
+		}
+		decodeBatch(b.cmd, items, b.in)
 	}
+	decodeRenewals(items)
+	if len(alone) == 0 {
+		return
+	}
+	pipe = newPipe()
+	for _, i := range alone {
+		it := &items[i]
+		it.cmd = it.h.p.renew(ctx, pipe, it.renewal())
+	}
+	_, _ = pipe.Exec(ctx)
+	decodeRenewals(items)
+}
+
+// decodeRenewals decodes the replies of the items sent on their own.
+func decodeRenewals(items []renewItem) {
 	for i := range items {
 		if it := &items[i]; it.cmd != nil {
 			it.ok, it.err = decodeRenew(it.cmd)

@@ -2,22 +2,28 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // On a single Redis node (a *redis.Client: standalone or Sentinel) the
-// renewal loop sends a chunk as one renew_batch call instead of one script
-// call per hold: Redis then spends on a renewal a fraction of a script call
-// (the per-call cost dominates these small scripts), which is what lets one
-// Client hold a million leases. On a Cluster or a Ring the keys of a chunk
-// live on different nodes, so each hold keeps its own call in the pipeline.
+// renewal loop sends the holds of one hash slot as one renew_batch call
+// instead of one script call per hold: Redis then spends on a renewal a
+// fraction of a script call (the per-call cost dominates these small
+// scripts). Only holds of one slot share a call: the "single node" may be a
+// sharding proxy's endpoint (managed Redis, Envoy), which refuses a script
+// whose keys span slots. Every key of one lock carries its {name} hash tag,
+// so the slot is clusterSlot of any of them. A batch that gets an error
+// reply anyway is sent again hold by hold, so one hold's trouble never costs
+// another hold its renewal. On a Cluster or a Ring each hold keeps its own
+// call in the pipeline (go-redis routes it to its node).
 //
 // The batch does not know the lock kinds: each kind still says how it renews
 // (protocol.renew), and the batch reads the keys and arguments off that
-// command. Renewals by a script the batch does not stand in for are sent as
-// they are.
+// command. Renewals by a script the batch does not stand in for, and a hold
+// alone in its slot, are sent as they are.
 
 var scriptRenewBatch = registerScript("renew_batch", "lib_fence", "lib_lease", "lib_renew")
 
@@ -33,21 +39,30 @@ func batchShape(s *script) (shape string, keys int) {
 	return "", 0
 }
 
-// canBatch reports whether a chunk may be renewed as one script call.
+// canBatch reports whether holds of one slot may share a renew_batch call
+// (one server behind c.rdb, or a proxy that shows itself as one).
 func (c *Client) canBatch() bool {
 	_, ok := c.rdb.(*redis.Client)
 	return ok
 }
 
-// queueBatch queues the picked items on pipe: those renew_batch stands in
-// for as one call (returned, with the indexes of its items in order), the
-// others as their own commands (in items[i].cmd).
-func (c *Client) queueBatch(ctx context.Context, pipe redis.Pipeliner, items []renewItem, pick func(int) bool) (*redis.Cmd, []int) {
+// slotBatch is the renew_batch call of one hash slot's holds.
+type slotBatch struct {
+	slot int
+	keys []string
+	argv []any
+	in   []int // the indexes of its items, in order
+	cmd  *redis.Cmd
+}
+
+// queueBatches queues the picked items on pipe: those renew_batch stands in
+// for as one call per hash slot (returned), the others, and a hold alone in
+// its slot, as their own commands (in items[i].cmd).
+func (c *Client) queueBatches(ctx context.Context, pipe redis.Pipeliner, items []renewItem, pick func(int) bool) []*slotBatch {
 	scratch := pipelineWithBodies(c.rdb) // holds the kinds' commands, never sent
 	defer scratch.Discard()
-	var keys []string
-	var argv []any
-	var in []int
+	var batches []*slotBatch
+	bySlot := map[int]*slotBatch{}
 	for i := range items {
 		if !pick(i) {
 			continue
@@ -59,21 +74,63 @@ func (c *Client) queueBatch(ctx context.Context, pipe redis.Pipeliner, items []r
 		if len(args) >= 3 {
 			n, _ := args[2].(int)
 			if shape, nk := batchShape(bodyOf(cmd)); nk > 0 && n == nk && len(args) == 3+nk+3 {
-				for _, k := range args[3 : 3+nk] {
-					s, _ := k.(string)
-					keys = append(keys, s)
+				if slot, ok := keysSlot(args[3 : 3+nk]); ok {
+					b := bySlot[slot]
+					if b == nil {
+						b = &slotBatch{slot: slot}
+						bySlot[slot] = b
+						batches = append(batches, b)
+					}
+					for _, k := range args[3 : 3+nk] {
+						s, _ := k.(string)
+						b.keys = append(b.keys, s)
+					}
+					b.argv = append(b.argv, shape, args[3+nk], args[4+nk], args[5+nk])
+					b.in = append(b.in, i)
+					continue
 				}
-				argv = append(argv, shape, args[3+nk], args[4+nk], args[5+nk])
-				in = append(in, i)
-				continue
 			}
 		}
 		it.cmd = it.h.p.renew(ctx, pipe, it.renewal())
 	}
-	if len(in) == 0 {
-		return nil, nil
+	out := batches[:0]
+	for _, b := range batches {
+		if len(b.in) == 1 {
+			it := &items[b.in[0]]
+			it.cmd = it.h.p.renew(ctx, pipe, it.renewal())
+			continue
+		}
+		b.cmd = scriptRenewBatch.EvalSha(ctx, pipe, b.keys, b.argv...)
+		out = append(out, b)
 	}
-	return scriptRenewBatch.EvalSha(ctx, pipe, keys, argv...), in
+	return out
+}
+
+// keysSlot returns the hash slot of keys (strings), and false when they are
+// not all of one slot.
+func keysSlot(keys []any) (int, bool) {
+	slot := -1
+	for _, k := range keys {
+		s, ok := k.(string)
+		if !ok {
+			return 0, false
+		}
+		switch ks := clusterSlot(s); {
+		case slot < 0:
+			slot = ks
+		case ks != slot:
+			return 0, false
+		}
+	}
+	return slot, slot >= 0
+}
+
+// isErrorReply reports whether err is the server's (or a proxy's) error
+// reply to a command, other than NOSCRIPT (which the renewal loop answers by
+// loading the scripts).
+func isErrorReply(err error) bool {
+	var rerr redis.Error
+	return err != nil && errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && !isNoScript(err)
 }
 
 // decodeBatch hands each item of a renew_batch call its outcome.

@@ -14,7 +14,8 @@
 //     [Proxy.Drop] (resets), [Proxy.Delay] (latency) and back to [Proxy.Pass].
 //     Like the proxies in front of managed Redis, it can also refuse commands
 //     whose keys span hash slots ([Proxy.RefuseCrossSlot]) or whole commands
-//     ([Proxy.RefuseCommands]), and counts what it saw ([Proxy.Seen],
+//     ([Proxy.RefuseCommands]), or whatever a test says ([Proxy.RefuseIf]),
+//     and counts what it saw ([Proxy.Seen],
 //     [Proxy.Refused]).
 //     [StartProxy] is the same proxy for code that is not a test (the fault
 //     suite's driver, internal/chaos).

@@ -38,6 +38,7 @@ type refusals struct {
 	crossSlot atomic.Bool
 	mu        sync.Mutex
 	commands  map[string]bool
+	custom    func(args []string) string
 	seen      map[string]int64
 	refused   map[string]int64
 }
@@ -62,6 +63,17 @@ func (p *Proxy) RefuseCommands(names ...string) {
 	p.refuse.mu.Lock()
 	defer p.refuse.mu.Unlock()
 	p.refuse.commands = m
+}
+
+// RefuseIf makes the proxy refuse every command for which f returns an
+// error reply (without the leading '-', e.g. "ERR too many keys"); f gets the
+// command's words and returns "" to let it through. It is for refusals the
+// other modes do not model. RefuseIf(nil) removes it. f is called on the
+// connections' goroutines, possibly concurrently.
+func (p *Proxy) RefuseIf(f func(args []string) string) {
+	p.refuse.mu.Lock()
+	defer p.refuse.mu.Unlock()
+	p.refuse.custom = f
 }
 
 // Seen returns how many commands named name (any case) clients have sent
@@ -89,13 +101,15 @@ func (r *refusals) check(args []string) string {
 	name := strings.ToLower(args[0])
 	var reply string
 	r.mu.Lock()
-	refuse := r.commands[name]
+	refuse, custom := r.commands[name], r.custom
 	r.mu.Unlock()
 	switch {
 	case refuse:
 		reply = "ERR unsupported command '" + name + "'"
 	case r.crossSlot.Load() && crossSlot(commandKeys(name, args)):
 		reply = CrossSlotError
+	case custom != nil:
+		reply = custom(args)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -152,3 +152,30 @@ func TestProxyForwardsInlineCommands(t *testing.T) {
 		}
 	}
 }
+
+func TestProxyRefusesWhatRefuseIfSays(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	s := redistest.NewServer(t)
+	p := redistest.NewProxy(t, s.Addr())
+	c := s.NewClient(t, func(o *redis.Options) { o.Addr = p.Addr() })
+	p.RefuseIf(func(args []string) string {
+		if strings.EqualFold(args[0], "get") && len(args) > 1 && args[1] == "no" {
+			return "ERR not this key"
+		}
+		return ""
+	})
+	if err := c.Get(ctx, "no").Err(); err == nil || err.Error() != "ERR not this key" {
+		t.Errorf("GET no: got %v, want ERR not this key", err)
+	}
+	if err := c.Get(ctx, "yes").Err(); err != redis.Nil {
+		t.Errorf("GET yes: got %v, want redis.Nil (forwarded)", err)
+	}
+	p.RefuseIf(nil)
+	if err := c.Get(ctx, "no").Err(); err != redis.Nil {
+		t.Errorf("GET no after RefuseIf(nil): got %v, want redis.Nil", err)
+	}
+	if got := p.Refused("get"); got != 1 {
+		t.Errorf("Refused(get) = %d, want 1", got)
+	}
+}
