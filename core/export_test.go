@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -24,3 +25,29 @@ func ScriptSHAs(ctx context.Context, rdb redis.Scripter) (map[string]string, err
 // ScriptBody returns the body of an embedded script (its libraries first),
 // as it is sent with EVAL.
 func ScriptBody(name string) string { return allScripts[name].src }
+
+// ScriptNameOf names the embedded script a script call runs, "" for none:
+// an EVAL by its body, an EVALSHA by the SHA a server gave a Client for it
+// (nothing is hashed here, as in FIPS mode).
+func ScriptNameOf(command, bodyOrSHA string) string {
+	switch strings.ToLower(command) {
+	case "eval":
+		if s := bodyOf(redis.NewCmd(context.Background(), "eval", bodyOrSHA)); s != nil {
+			return s.name
+		}
+	case "evalsha":
+		name := ""
+		scriptCaches.m.Range(func(_, v any) bool {
+			sc := v.(*scriptCache)
+			for _, s := range scriptList {
+				if sc.sha(s) == bodyOrSHA {
+					name = s.name
+					return false
+				}
+			}
+			return true
+		})
+		return name
+	}
+	return ""
+}

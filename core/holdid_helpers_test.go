@@ -2,8 +2,6 @@ package core_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"strings"
@@ -21,15 +19,6 @@ import (
 // lock kinds the tests run on; and reads of who holds a lock, straight
 // from Redis.
 
-// scriptBySHA names the embedded script an EVALSHA runs.
-var scriptBySHA = func() map[string]string {
-	m := make(map[string]string)
-	for name, sha := range core.ScriptSHAs() {
-		m[sha] = name
-	}
-	return m
-}()
-
 // call is one command a tap sees.
 type call struct {
 	cmd redis.Cmder
@@ -45,13 +34,7 @@ func newCall(cmd redis.Cmder) call {
 		return c
 	}
 	body, _ := args[1].(string)
-	switch strings.ToLower(cmd.Name()) {
-	case "evalsha":
-		c.script = scriptBySHA[body]
-	case "eval":
-		sum := sha1.Sum([]byte(body))
-		c.script = scriptBySHA[hex.EncodeToString(sum[:])]
-	}
+	c.script = core.ScriptNameOf(cmd.Name(), body)
 	return c
 }
 
