@@ -47,7 +47,7 @@ func newGRPCServer(s *sale, locks *core.Client, perItem bool, tel *telemetry) *g
 	switch {
 	case locks != nil && perItem:
 		chain = append(chain, grpclock.UnaryServerInterceptor(locks,
-			grpclock.WithMethod(buyMethod, grpcItemTemplate, grpclock.WaitTime(perItemWait))))
+			grpclock.WithMethod(buyMethod, grpcItemTemplate, grpclock.WithWait(perItemWait))))
 	case locks != nil:
 		chain = append(chain, grpclock.UnaryServerInterceptor(locks, grpclock.WithMethod(buyMethod, grpcBuyTemplate)))
 	}

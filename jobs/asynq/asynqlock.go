@@ -22,23 +22,23 @@ import (
 //		asynqlock.WithTask("report:daily", "report:{type}", asynqlock.OnBusySkip()),
 //	))
 //
-// Middleware panics with NewMiddleware's error (an error value naming the
+// Middleware panics with New's error (an error value naming the
 // offending option, template or placeholder) when the configuration is
-// invalid, a start-up error; use NewMiddleware to get the error instead.
+// invalid, a start-up error; use New to get the error instead.
 func Middleware(locks *core.Client, opts ...Option) asynq.MiddlewareFunc {
-	mw, err := NewMiddleware(locks, opts...)
+	mw, err := New(locks, opts...)
 	if err != nil {
 		panic(err)
 	}
 	return mw
 }
 
-// NewMiddleware is Middleware returning configuration errors instead of
+// New is Middleware returning configuration errors instead of
 // panicking: a nil client, no WithTask rule, a task type given twice, an
 // invalid template, an unknown source, or an invalid or conflicting option.
-func NewMiddleware(locks *core.Client, opts ...Option) (asynq.MiddlewareFunc, error) {
+func New(locks *core.Client, opts ...Option) (asynq.MiddlewareFunc, error) {
 	if locks == nil {
-		return nil, errors.New("asynqlock: NewMiddleware: nil *core.Client")
+		return nil, errors.New("asynqlock: New: nil *core.Client")
 	}
 	cfg := config{sources: keytmpl.NewSources(builtinSources)}
 	cfg.apply(opts)
@@ -143,7 +143,7 @@ func (l *taskLock) process(ctx context.Context, t *asynq.Task, next asynq.Handle
 	lease, err := l.g.Acquire(ctx, &attempt{ctx: ctx, task: t})
 	if err != nil {
 		if l.g.FailsOpen(err) {
-			return next.ProcessTask(ctx, t)
+			return next.ProcessTask(adapter.WithFailedOpen(ctx, err), t)
 		}
 		return l.lockError(t, err)
 	}
@@ -166,6 +166,11 @@ func (l *taskLock) process(ctx context.Context, t *asynq.Task, next asynq.Handle
 // the lock. It reports false for a handler run without the lock
 // (WithFailOpen while Redis is down).
 func LeaseFrom(ctx context.Context) (*core.Lease, bool) { return core.LeaseFrom(ctx) }
+
+// FailedOpen returns the error for which a rule with WithFailOpen(true) ran
+// the handler without its lock (Redis unreachable), from the context the
+// handler was given, or nil when it runs locked.
+func FailedOpen(ctx context.Context) error { return adapter.FailedOpen(ctx) }
 
 // lockError maps a failed acquisition to what asynq should do: skip
 // retries for the task's own bad input, retry (or drop, with OnBusySkip)

@@ -24,7 +24,7 @@ const (
 	DefaultReleaseTimeout = adapter.DefaultReleaseTimeout
 )
 
-// Option configures Middleware, NewMiddleware, Wrap and NewHandler.
+// Option configures Middleware, New, Wrap and NewHandler.
 // Options given inside WithTask apply to that task type only, on top of
 // the options given beside it. A nil Option is ignored.
 type Option func(*config)
@@ -196,5 +196,5 @@ func WithReleaseTimeout(d time.Duration) Option {
 	return func(c *config) { c.policy.SetReleaseTimeout(d) }
 }
 
-// errNoRules is returned by NewMiddleware without any WithTask.
-var errNoRules = errors.New("asynqlock: NewMiddleware: no WithTask rule, so the middleware would lock nothing")
+// errNoRules is returned by New without any WithTask.
+var errNoRules = errors.New("asynqlock: New: no WithTask rule, so the middleware would lock nothing")

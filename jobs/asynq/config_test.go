@@ -79,7 +79,7 @@ func TestConfigErrors(t *testing.T) {
 				_, err = asynqlock.NewHandler(noop, locks, tc.template, tc.opts...)
 				build = func() { asynqlock.Wrap(noop, locks, tc.template, tc.opts...) }
 			} else {
-				_, err = asynqlock.NewMiddleware(locks, tc.opts...)
+				_, err = asynqlock.New(locks, tc.opts...)
 				build = func() { asynqlock.Middleware(locks, tc.opts...) }
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "asynqlock: ") {
@@ -102,18 +102,18 @@ func panicOf(f func()) (v any) {
 func TestConfigLayering(t *testing.T) {
 	locks := offlineClient(t)
 	src := func(context.Context, *asynq.Task) (string, bool) { return "x", true }
-	_, err := asynqlock.NewMiddleware(locks,
+	_, err := asynqlock.New(locks,
 		asynqlock.WithSource("tenant", src),
 		asynqlock.OnBusySkip(),
 		asynqlock.WithTask("a", "a:{tenant}:{payload.id}"),
 		asynqlock.WithTask("b", "b:{type}:{queue}", asynqlock.OnBusyWait(time.Second), asynqlock.WithLeaseTime(time.Minute)),
 	)
 	if err != nil {
-		t.Fatalf("NewMiddleware: got %v, want nil", err)
+		t.Fatalf("New: got %v, want nil", err)
 	}
 	// Nil options are ignored (they used to crash with a nil dereference).
-	if _, err := asynqlock.NewMiddleware(locks, nil, asynqlock.WithTask("a", "k", nil)); err != nil {
-		t.Errorf("NewMiddleware with nil options: got %v, want nil", err)
+	if _, err := asynqlock.New(locks, nil, asynqlock.WithTask("a", "k", nil)); err != nil {
+		t.Errorf("New with nil options: got %v, want nil", err)
 	}
 	if _, err := asynqlock.NewHandler(noop, locks, "k", nil); err != nil {
 		t.Errorf("NewHandler with a nil option: got %v, want nil", err)
@@ -121,8 +121,8 @@ func TestConfigLayering(t *testing.T) {
 	if _, err := asynqlock.NewHandler(nil, locks, "k"); err == nil {
 		t.Error("NewHandler(nil handler): got nil error")
 	}
-	if _, err := asynqlock.NewMiddleware(nil, asynqlock.WithTask("a", "k")); err == nil {
-		t.Error("NewMiddleware(nil client): got nil error")
+	if _, err := asynqlock.New(nil, asynqlock.WithTask("a", "k")); err == nil {
+		t.Error("New(nil client): got nil error")
 	}
 }
 

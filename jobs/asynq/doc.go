@@ -27,7 +27,7 @@
 //
 // Templates are checked when the middleware is built: an invalid template
 // or an unknown source is a start-up error (a panic in Middleware and
-// Wrap, an error from [NewMiddleware] and [NewHandler]). A missing or bad
+// Wrap, an error from [New] and [NewHandler]). A missing or bad
 // value is the task's own error: it is archived at once (the error wraps
 // asynq.SkipRetry and names the placeholder) and the handler is not
 // called.
@@ -68,4 +68,12 @@
 // Redis unreachable (or the core.Client closed) is a plain error matching
 // core.ErrUnavailable (or core.ErrClosed): asynq retries it as a failure —
 // unless WithFailOpen(true), which runs the handler without the lock.
+//
+// # A failed release
+//
+// The lock is released after the handler under a fresh bounded context
+// (WithReleaseTimeout). A release that fails is reported to the
+// core.Client's observer as every keylock adapter reports it
+// (core.ReleaseEvent.Err; the tracing package marks the keylock.release
+// span); the lock then expires with its lease.
 package asynqlock

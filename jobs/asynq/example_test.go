@@ -93,7 +93,7 @@ func ExampleWithSource() {
 		id, ok := ctx.Value(tenantKey{}).(string)
 		return id, ok
 	})
-	mw, err := asynqlock.NewMiddleware(locks, tenant,
+	mw, err := asynqlock.New(locks, tenant,
 		asynqlock.WithTask("invoice:send", "invoice:{tenant}:{payload.invoice.number}"),
 	)
 	if err != nil {

@@ -88,4 +88,12 @@
 // it, and the handler is told only through its context. Writes that must
 // never overlap should carry the lease's fencing token to the store.
 // With WithFailOpen(true) the handler runs unprotected while Redis is down.
+//
+// # A failed release
+//
+// The lock is released after the handler under a fresh bounded context
+// (WithReleaseTimeout). A release that fails is reported to the
+// core.Client's observer as every keylock adapter reports it
+// (core.ReleaseEvent.Err; the tracing package marks the keylock.release
+// span) and recorded with c.Error; the lock then expires with its lease.
 package ginlock

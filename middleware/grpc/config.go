@@ -2,6 +2,7 @@ package grpclock
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -15,12 +16,10 @@ import (
 const DefaultReleaseTimeout = adapter.DefaultReleaseTimeout
 
 // Option configures the interceptors built by New, UnaryServerInterceptor
-// and StreamServerInterceptor. A nil Option is ignored.
+// and StreamServerInterceptor. Options given inside WithMethod apply to
+// that method only, on top of the options given beside it, which apply to
+// every method. A nil Option is ignored.
 type Option func(*config)
-
-// RuleOption configures the lock of one method (see WithMethod). A nil
-// RuleOption is ignored.
-type RuleOption func(*ruleConfig)
 
 // SourceFunc supplies the value of a custom placeholder for one call. ctx
 // is the call's incoming context (metadata, values set by earlier
@@ -30,19 +29,19 @@ type RuleOption func(*ruleConfig)
 type SourceFunc func(ctx context.Context, req any) (value string, ok bool)
 
 type config struct {
-	rules   []ruleConfig
+	policy  adapter.Policy
 	sources keytmpl.Sources[*call]
-	policy  adapter.Policy // package-wide defaults (WithReleaseTimeout)
+
+	rules    []methodRule // WithMethod rules
+	inMethod bool         // applying a WithMethod rule's own options
 }
 
-type ruleConfig struct {
+// methodRule is one WithMethod: the template and options for one method.
+type methodRule struct {
 	method   string
 	template string
-	opts     []RuleOption
-	p        adapter.Policy // built in New: the package policy, then opts
+	opts     []Option
 }
-
-func (rc *ruleConfig) policy() *adapter.Policy { return &rc.p }
 
 // WithMethod locks calls of one method, named by its full gRPC name
 // ("/package.Service/Method", as in grpc.UnaryServerInfo.FullMethod), with
@@ -57,13 +56,20 @@ func (rc *ruleConfig) policy() *adapter.Policy { return &rc.p }
 // renewed by core's watchdog while the handler runs, and Redis errors fail
 // the call; opts change that per method.
 //
-// Methods without a rule are not locked. Giving the same method two rules
-// is an error, and so is a method its service does not have when the
-// service is registered (generated code registers it), so a typo does not
-// leave a method unlocked.
-func WithMethod(fullMethod, template string, opts ...RuleOption) Option {
+// opts apply to this method only (kind, wait, lease time, fail-open,
+// release timeout, sources), on top of the options given beside WithMethod,
+// which they may override. Methods without a rule are not locked. Giving
+// the same method two rules is an error, and so is a method its service
+// does not have when the service is registered (generated code registers
+// it), so a typo does not leave a method unlocked. WithMethod cannot be
+// nested.
+func WithMethod(fullMethod, template string, opts ...Option) Option {
 	return func(c *config) {
-		c.rules = append(c.rules, ruleConfig{method: fullMethod, template: template, opts: opts})
+		if c.inMethod {
+			c.policy.Fail(fmt.Errorf("%w: WithMethod(%q) cannot be nested inside another WithMethod", core.ErrInvalidOption, fullMethod))
+			return
+		}
+		c.rules = append(c.rules, methodRule{method: fullMethod, template: template, opts: opts})
 	}
 }
 
@@ -97,28 +103,28 @@ func WithReleaseTimeout(d time.Duration) Option {
 // core.KindFair, KindRead, KindWrite, or KindSemaphore with Permits (a
 // per-key concurrency limit). Fair, Read, Write and Semaphore are
 // shorthands. Two options choosing different kinds are an error.
-func WithKind(s core.Spec) RuleOption {
-	return func(rc *ruleConfig) { rc.policy().SetKind("WithKind("+string(s.Kind)+")", s) }
+func WithKind(s core.Spec) Option {
+	return func(c *config) { c.policy.SetKind("WithKind("+string(s.Kind)+")", s) }
 }
 
 // Fair uses a fair lock: callers waiting for the key get it in arrival
 // order. Only useful with WithWait. Default: a mutex.
-func Fair() RuleOption { return WithKind(core.Spec{Kind: core.KindFair}) }
+func Fair() Option { return WithKind(core.Spec{Kind: core.KindFair}) }
 
 // Read takes the read side of a read-write lock on the key: many readers
 // at once, none while a writer holds it. Default: a mutex.
-func Read() RuleOption { return WithKind(core.Spec{Kind: core.KindRead}) }
+func Read() Option { return WithKind(core.Spec{Kind: core.KindRead}) }
 
 // Write takes the write side of a read-write lock on the key: one writer,
 // no readers. Default: a mutex.
-func Write() RuleOption { return WithKind(core.Spec{Kind: core.KindWrite}) }
+func Write() Option { return WithKind(core.Spec{Kind: core.KindWrite}) }
 
 // Semaphore lets at most n calls with the same key run at once. A call
 // that finds all n permits taken fails with ResourceExhausted instead of
 // Aborted. Default: a mutex.
-func Semaphore(n int) RuleOption {
-	return func(rc *ruleConfig) {
-		rc.policy().SetKind("Semaphore("+strconv.Itoa(n)+")", core.Spec{Kind: core.KindSemaphore, Permits: n})
+func Semaphore(n int) Option {
+	return func(c *config) {
+		c.policy.SetKind("Semaphore("+strconv.Itoa(n)+")", core.Spec{Kind: core.KindSemaphore, Permits: n})
 	}
 }
 
@@ -126,42 +132,22 @@ func Semaphore(n int) RuleOption {
 // Aborted (or ResourceExhausted for a semaphore). The wait also ends with
 // the caller's deadline (DeadlineExceeded) or cancellation (Canceled).
 // Default 0: one attempt (TryLock). Negative is an error.
-func WithWait(d time.Duration) RuleOption {
-	return func(rc *ruleConfig) { rc.policy().SetWait(d) }
+func WithWait(d time.Duration) Option {
+	return func(c *config) { c.policy.SetWait(d) }
 }
 
 // WithLeaseTime holds the lock for at most d, with no renewal: if the
 // handler runs longer, its context is cancelled with cause
 // core.ErrLockLost just before the lock expires. Default 0: core's
 // watchdog renews the lock while the handler runs. Negative is an error.
-func WithLeaseTime(d time.Duration) RuleOption {
-	return func(rc *ruleConfig) { rc.policy().SetLeaseTime(d) }
+func WithLeaseTime(d time.Duration) Option {
+	return func(c *config) { c.policy.SetLeaseTime(d) }
 }
 
 // WithFailOpen(true) runs the handler without the lock when Redis cannot
 // be reached (or the core.Client is closed), instead of failing the call
 // with Unavailable. Choose it only where running unlocked is better than
 // not running. Default false: fail closed.
-func WithFailOpen(open bool) RuleOption {
-	return func(rc *ruleConfig) { rc.policy().SetFailOpen(open) }
+func WithFailOpen(open bool) Option {
+	return func(c *config) { c.policy.SetFailOpen(open) }
 }
-
-// Spec is WithKind.
-//
-// Deprecated: use WithKind, the name every keylock adapter shares.
-func Spec(s core.Spec) RuleOption { return WithKind(s) }
-
-// WaitTime is WithWait.
-//
-// Deprecated: use WithWait, the name every keylock adapter shares.
-func WaitTime(d time.Duration) RuleOption { return WithWait(d) }
-
-// LeaseTime is WithLeaseTime.
-//
-// Deprecated: use WithLeaseTime, the name every keylock adapter shares.
-func LeaseTime(d time.Duration) RuleOption { return WithLeaseTime(d) }
-
-// FailOpen is WithFailOpen(true).
-//
-// Deprecated: use WithFailOpen, the name every keylock adapter shares.
-func FailOpen() RuleOption { return WithFailOpen(true) }

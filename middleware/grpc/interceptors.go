@@ -45,31 +45,35 @@ func New(locks *core.Client, opts ...Option) (*Interceptors, error) {
 		return nil, fmt.Errorf("grpclock: %w", err)
 	}
 	i := &Interceptors{rules: make(map[string]*rule, len(cfg.rules))}
-	for _, rc := range cfg.rules {
-		r, err := newRule(locks, rc, &cfg)
+	for _, mr := range cfg.rules {
+		if _, dup := i.rules[mr.method]; dup {
+			return nil, fmt.Errorf("grpclock: method %q has two rules", mr.method)
+		}
+		rc := cfg
+		rc.rules, rc.inMethod, rc.policy = nil, true, cfg.policy.Layer()
+		adapter.Apply(&rc, mr.opts)
+		r, err := newRule(locks, mr.method, mr.template, &rc)
 		if err != nil {
-			return nil, fmt.Errorf("grpclock: method %q: %w", rc.method, err)
+			return nil, fmt.Errorf("grpclock: method %q: %w", mr.method, err)
 		}
-		if _, dup := i.rules[rc.method]; dup {
-			return nil, fmt.Errorf("grpclock: method %q has two rules", rc.method)
-		}
-		i.rules[rc.method] = r
+		i.rules[mr.method] = r
 	}
 	return i, nil
 }
 
-func newRule(locks *core.Client, rc ruleConfig, cfg *config) (*rule, error) {
-	in, err := inputType(rc.method)
+func newRule(locks *core.Client, method, template string, cfg *config) (*rule, error) {
+	if err := cfg.policy.Err(); err != nil {
+		return nil, err
+	}
+	in, err := inputType(method)
 	if err != nil {
 		return nil, err
 	}
-	rc.p = cfg.policy.Layer()
-	adapter.Apply(&rc, rc.opts)
-	g, err := adapter.NewGuard(locks, rc.template, rc.p, cfg.sources.With("req", reqSource(in)))
+	g, err := adapter.NewGuard(locks, template, cfg.policy, cfg.sources.With("req", reqSource(in)))
 	if err != nil {
 		return nil, err
 	}
-	r := &rule{g: g, quoted: strconv.Quote(rc.template)}
+	r := &rule{g: g, quoted: strconv.Quote(template)}
 	for _, p := range g.Template().Placeholders() {
 		r.needsMsg = r.needsMsg || p.Source != srcMD && p.Source != srcMethod
 	}
@@ -115,12 +119,12 @@ func (i *Interceptors) unary(ctx context.Context, req any, info *grpc.UnaryServe
 	if r == nil {
 		return handler(ctx, req)
 	}
-	lease, err := r.lock(ctx, &call{ctx: ctx, method: info.FullMethod, req: req})
+	lease, openErr, err := r.lock(ctx, &call{ctx: ctx, method: info.FullMethod, req: req})
 	if err != nil {
 		return nil, err
 	}
 	if lease == nil { // failed open
-		return handler(ctx, req)
+		return handler(adapter.WithFailedOpen(ctx, openErr), req)
 	}
 	defer r.g.Release(lease.Context(), lease)
 	return handler(lease.Context(), req)
@@ -157,12 +161,12 @@ func (i *Interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 		return err
 	}
 	ctx := ss.Context()
-	lease, err := r.lock(ctx, &call{ctx: ctx, method: info.FullMethod})
+	lease, openErr, err := r.lock(ctx, &call{ctx: ctx, method: info.FullMethod})
 	if err != nil {
 		return err
 	}
 	if lease == nil { // failed open
-		return handler(srv, ss)
+		return handler(srv, &leasedStream{ServerStream: ss, ctx: adapter.WithFailedOpen(ctx, openErr)})
 	}
 	defer r.g.Release(lease.Context(), lease)
 	return handler(srv, &leasedStream{ServerStream: ss, ctx: lease.Context()})
@@ -170,13 +174,28 @@ func (i *Interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 
 // lock takes the call's lock under ctx. It returns the call's status error
 // on failure, and a nil lease with a nil error when the rule fails open.
-func (r *rule) lock(ctx context.Context, c *call) (*core.Lease, error) {
-	lease, err := r.g.Acquire(ctx, c)
+//
+// openErr is the error for which the rule failed open (nil lease, nil err).
+func (r *rule) lock(ctx context.Context, c *call) (lease *core.Lease, openErr, err error) {
+	lease, err = r.g.Acquire(ctx, c)
 	switch {
 	case err == nil:
-		return lease, nil
+		return lease, nil, nil
 	case r.g.FailsOpen(err):
-		return nil, nil
+		return nil, err, nil
 	}
-	return nil, r.status(err)
+	return nil, nil, r.status(err)
 }
+
+// LeaseFrom returns the lease a locked handler runs under, from its
+// context (the unary handler's ctx, or stream.Context()): the innermost
+// lease, when locks nest (it is core.LeaseFrom). Use its Token as a fencing
+// token. It reports false for a handler run without the lock (WithFailOpen
+// while Redis is down).
+func LeaseFrom(ctx context.Context) (*core.Lease, bool) { return core.LeaseFrom(ctx) }
+
+// FailedOpen returns the error for which a rule with WithFailOpen(true) ran
+// the handler without its lock, or nil. ctx is the unary handler's context
+// or stream.Context() of a stream locked before its handler starts; a
+// stream locked on its first message does not record it.
+func FailedOpen(ctx context.Context) error { return adapter.FailedOpen(ctx) }

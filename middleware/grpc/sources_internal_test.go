@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/keytmpl"
 	"github.com/keylock/keylock/middleware/grpc/internal/testpb"
@@ -79,9 +80,10 @@ func TestStatusMapping(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	locks := core.New(rdb)
 	t.Cleanup(func() { _ = locks.Close() })
-	newTestRule := func(opts ...RuleOption) *rule {
+	newTestRule := func(opts ...Option) *rule {
 		cfg := &config{sources: keytmpl.NewSources(builtinSources(nil))}
-		r, err := newRule(locks, ruleConfig{method: "/x.v1.Svc/Do", template: "k:{req.id}", opts: opts}, cfg)
+		adapter.Apply(cfg, opts)
+		r, err := newRule(locks, "/x.v1.Svc/Do", "k:{req.id}", cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,7 +72,7 @@ func (s *firstMsgStream) RecvMsg(m any) error {
 	if err == io.EOF {
 		c.req = nil // no first message: {req.*} placeholders are missing
 	}
-	lease, lerr := s.r.lock(s.ctx, c)
+	lease, _, lerr := s.r.lock(s.ctx, c)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

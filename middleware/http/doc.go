@@ -54,4 +54,12 @@
 // fencing token. The lock is then released under a fresh context (the
 // request's values without its cancellation, bounded by
 // WithReleaseTimeout), also when the handler panics.
+//
+// # A failed release
+//
+// The lock is released after the handler under a fresh bounded context
+// (WithReleaseTimeout). A release that fails is reported to the
+// core.Client's observer as every keylock adapter reports it
+// (core.ReleaseEvent.Err; the tracing package marks the keylock.release
+// span); the lock then expires with its lease.
 package httplock

@@ -1,7 +1,6 @@
 package httplock
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -92,11 +91,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	next.ServeHTTP(w, r.WithContext(lease.Context()))
 }
 
-type failOpenKey struct{}
-
 func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
 	if m.g.FailsOpen(err) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), failOpenKey{}, err)))
+		next.ServeHTTP(w, r.WithContext(adapter.WithFailedOpen(r.Context(), err)))
 		return
 	}
 	switch status := httpguard.Status(adapter.Classify(err)); status {
@@ -124,7 +121,4 @@ func LeaseFrom(r *http.Request) (*core.Lease, bool) { return core.LeaseFrom(r.Co
 
 // FailedOpen returns the error for which a middleware built with
 // WithFailOpen(true) runs r's handler without its lock, or nil.
-func FailedOpen(r *http.Request) error {
-	err, _ := r.Context().Value(failOpenKey{}).(error)
-	return err
-}
+func FailedOpen(r *http.Request) error { return adapter.FailedOpen(r.Context()) }
