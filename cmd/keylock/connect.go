@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -12,11 +13,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// connect opens a client for o.redis and checks that Redis answers. A
-// single address whose server reports cluster_enabled:1 is reopened as a
-// cluster client seeded with it (same credentials and TLS).
+// connect opens a client for the target the flags name and checks that it
+// is a master that answers: -sentinel/-master or a Sentinel URL open a
+// failover client for the master the sentinels name; a single address whose
+// server reports cluster_enabled:1 is reopened as a cluster client seeded
+// with it (same credentials and TLS); any other single address must be a
+// master (a replica or a sentinel is refused with a message that says what
+// to give instead).
 func connect(ctx context.Context, o options) (redis.UniversalClient, error) {
 	spec := strings.TrimSpace(o.redis)
+	if o.sentinels != "" || o.master != "" {
+		return connectSentinel(ctx, o)
+	}
+	if sentinelURL(spec) {
+		return connectSentinel(ctx, o)
+	}
 	var opt *redis.Options
 	var seeds []string
 	switch {
@@ -33,7 +44,7 @@ func connect(ctx context.Context, o options) (redis.UniversalClient, error) {
 	default:
 		opt = &redis.Options{Addr: spec}
 	}
-	if err := tlsOptions(opt, o); err != nil {
+	if err := tlsOptions(&opt.TLSConfig, o); err != nil {
 		return nil, err
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = o.timeout, o.timeout, o.timeout
@@ -42,12 +53,12 @@ func connect(ctx context.Context, o options) (redis.UniversalClient, error) {
 
 	if seeds == nil {
 		rdb := redis.NewClient(opt)
-		info, err := rdb.Info(ctx, "cluster").Result()
+		cluster, err := checkNode(ctx, o, rdb, where)
 		if err != nil {
 			_ = rdb.Close()
-			return nil, fmt.Errorf("cannot reach Redis at %s: %w", where, err)
+			return nil, err
 		}
-		if !strings.Contains(info, "cluster_enabled:1") {
+		if !cluster {
 			return rdb, nil
 		}
 		_ = rdb.Close()
@@ -70,17 +81,130 @@ func connect(ctx context.Context, o options) (redis.UniversalClient, error) {
 	return cc, nil
 }
 
+// checkNode checks the one server rdb talks to: that it answers (else
+// "cannot reach Redis"), whether it is a cluster node, and that it is a
+// master. A server that refuses INFO is taken for a single node; one that
+// refuses both ROLE and INFO cannot be checked, which is said on stderr.
+func checkNode(ctx context.Context, o options, rdb *redis.Client, where string) (cluster bool, err error) {
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return false, fmt.Errorf("cannot reach Redis at %s: %w", where, err)
+	}
+	info, infoErr := rdb.Info(ctx, "cluster", "replication").Result()
+	if infoErr != nil && !isRefusal(infoErr) {
+		return false, fmt.Errorf("cannot reach Redis at %s: %w", where, infoErr)
+	}
+	if strings.Contains(info, "cluster_enabled:1") {
+		return true, nil // a cluster client routes to the masters itself
+	}
+	role, master, roleErr := serverRole(ctx, rdb)
+	switch {
+	case roleErr != nil && !isRefusal(roleErr):
+		return false, fmt.Errorf("cannot reach Redis at %s: %w", where, roleErr)
+	case roleErr != nil && infoErr == nil:
+		role, master = infoRole(info)
+	case roleErr != nil:
+		o.warnf("could not check that %s is a master: it refused ROLE (%v) and INFO (%v)", where, roleErr, infoErr)
+		return false, nil
+	}
+	switch role {
+	case "master", "":
+		return false, nil
+	case "slave", "replica":
+		if master != "" {
+			master = " of " + master
+		}
+		return false, fmt.Errorf("%s is a replica%s: keylock reads and frees locks on the master; give -redis the master's address, or -sentinel ADDRS -master NAME to follow failovers", where, master)
+	case "sentinel":
+		names := sentinelMasters(rdb.Do(ctx, "SENTINEL", "MASTERS").Slice())
+		return false, fmt.Errorf("%s is a Redis Sentinel, not a data node: give -sentinel %s -master NAME%s", where, where, names)
+	}
+	return false, fmt.Errorf("%s has role %q; keylock needs a master", where, role)
+}
+
+// serverRole asks ROLE: the server's role and, for a replica, its master.
+func serverRole(ctx context.Context, rdb redis.UniversalClient) (role, master string, err error) {
+	v, err := rdb.Do(ctx, "ROLE").Slice()
+	if err != nil {
+		return "", "", err
+	}
+	if len(v) == 0 {
+		return "", "", fmt.Errorf("empty ROLE reply")
+	}
+	role, _ = v[0].(string)
+	if (role == "slave" || role == "replica") && len(v) >= 3 {
+		master = fmt.Sprintf("%v:%v", v[1], v[2])
+	}
+	return role, master, nil
+}
+
+// infoRole reads the role from INFO replication (role:, master_host:,
+// master_port:), for servers that refuse ROLE.
+func infoRole(info string) (role, master string) {
+	var host, port string
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "role":
+			role = v
+		case "master_host":
+			host = v
+		case "master_port":
+			port = v
+		}
+	}
+	if host != "" {
+		master = host + ":" + port
+	}
+	return role, master
+}
+
+// sentinelMasters lists the masters in a SENTINEL MASTERS reply, as a hint.
+func sentinelMasters(v []any, err error) string {
+	if err != nil || len(v) == 0 {
+		return ""
+	}
+	var names []string
+	for _, m := range v {
+		switch m := m.(type) {
+		case []any:
+			for i := 0; i+1 < len(m); i += 2 {
+				if m[i] == "name" {
+					names = append(names, fmt.Sprint(m[i+1]))
+				}
+			}
+		case map[any]any:
+			if n, ok := m["name"]; ok {
+				names = append(names, fmt.Sprint(n))
+			}
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return " (it monitors: " + strings.Join(names, ", ") + ")"
+}
+
+// isRefusal reports whether err is an error reply of the server (it
+// answered, and said no), not a network error or a timeout.
+func isRefusal(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
+}
+
 // tlsOptions applies -tls-ca and -tls-insecure to a rediss:// URL's TLS
 // settings (they make no sense without TLS).
-func tlsOptions(opt *redis.Options, o options) error {
+func tlsOptions(cfg **tls.Config, o options) error {
 	if o.tlsCA == "" && !o.insecure {
 		return nil
 	}
-	if opt.TLSConfig == nil {
+	if *cfg == nil {
 		return fmt.Errorf("-tls-ca and -tls-insecure need a rediss:// URL")
 	}
 	if o.insecure {
-		opt.TLSConfig.InsecureSkipVerify = true
+		(*cfg).InsecureSkipVerify = true
 	}
 	if o.tlsCA != "" {
 		pem, err := os.ReadFile(o.tlsCA)
@@ -91,10 +215,10 @@ func tlsOptions(opt *redis.Options, o options) error {
 		if !pool.AppendCertsFromPEM(pem) {
 			return fmt.Errorf("-tls-ca %s: no PEM certificate in it", o.tlsCA)
 		}
-		opt.TLSConfig.RootCAs = pool
+		(*cfg).RootCAs = pool
 	}
-	if opt.TLSConfig.MinVersion == 0 {
-		opt.TLSConfig.MinVersion = tls.VersionTLS12
+	if (*cfg).MinVersion == 0 {
+		(*cfg).MinVersion = tls.VersionTLS12
 	}
 	return nil
 }

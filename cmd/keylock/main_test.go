@@ -101,10 +101,10 @@ func scenario(t *testing.T, redisArg string, rdb func() redis.UniversalClient) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	// A free lock: exit 0, held false.
+	// A free lock: exit 3, held false.
 	out, stderr, code := cli(t, "-redis", redisArg, "-json", "show", "orders:42")
-	if code != 0 {
-		t.Fatalf("show of a free lock: exit %d (%s), want 0", code, stderr)
+	if code != exitNotFound {
+		t.Fatalf("show of a free lock: exit %d (%s), want 3", code, stderr)
 	}
 	var free lockJSON
 	if err := json.Unmarshal([]byte(out), &free); err != nil || free.Held || free.Name != "orders:42" {
@@ -234,7 +234,7 @@ func TestCLIURLWithACLUser(t *testing.T) {
 	srv := redistest.NewServer(t, redistest.WithArgs("--user", "ops", "on", ">s3cret", "~*", "&*", "+@all"))
 	url := "redis://ops:s3cret@" + srv.Addr() + "/0"
 	out, stderr, code := cli(t, "-redis", url, "-json", "show", "x")
-	if code != 0 || !strings.Contains(out, `"held": false`) {
+	if code != exitNotFound || !strings.Contains(out, `"held": false`) {
 		t.Errorf("show with an ACL user: exit %d, %s%s", code, out, stderr)
 	}
 	_, stderr, code = cli(t, "-redis", "redis://ops:wrong@"+srv.Addr(), "show", "x")
@@ -244,10 +244,11 @@ func TestCLIURLWithACLUser(t *testing.T) {
 }
 
 func TestCLIErrorsAndUsage(t *testing.T) {
-	// A port nothing listens on: exit 1 with a clear message.
+	// A port nothing listens on: exit 1 with one clear message (and no
+	// log lines of go-redis's own before it).
 	_, stderr, code := cli(t, "-redis", "127.0.0.1:1", "-timeout", "2s", "show", "x")
-	if code != exitError || !strings.Contains(stderr, "cannot reach Redis at 127.0.0.1:1") {
-		t.Errorf("unreachable Redis: exit %d, stderr %q; want 1 and a clear message", code, stderr)
+	if code != exitError || !strings.HasPrefix(stderr, "keylock: cannot reach Redis at 127.0.0.1:1") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("unreachable Redis: exit %d, stderr %q; want 1 and one line \"keylock: cannot reach Redis at 127.0.0.1:1: ...\"", code, stderr)
 	}
 	for _, args := range [][]string{{}, {"frobnicate"}, {"show"}, {"show", "a", "b"}, {"-nope", "ls"}} {
 		if _, _, code := cli(t, args...); code != exitUsage {
@@ -259,7 +260,7 @@ func TestCLIErrorsAndUsage(t *testing.T) {
 		t.Errorf("show of an invalid name: exit %d (%s), want 2", code, stderr)
 	}
 	// Flags after the command work too.
-	if out, _, code := cli(t, "-redis", srv.Addr(), "show", "-json", "free"); code != 0 || !strings.Contains(out, `"held": false`) {
+	if out, _, code := cli(t, "-redis", srv.Addr(), "show", "-json", "free"); code != exitNotFound || !strings.Contains(out, `"held": false`) {
 		t.Errorf("show -json after the command: exit %d, %s", code, out)
 	}
 }

@@ -20,10 +20,12 @@ type lockJSON struct {
 	Holders        []holderJSON `json:"holders"`
 	Token          uint64       `json:"token"`      // the exclusive hold's fencing token, 0 otherwise
 	LastToken      uint64       `json:"last_token"` // the last token handed out for the name
-	Waiters        int          `json:"waiters"`    // a count; see core.LockState.Waiters
+	Waiters        int          `json:"waiters"`    // line + subscribed clients; see core.LockState.Waiters
 	WaitingClients int          `json:"waiting_clients"`
-	Line           []waiterJSON `json:"line"` // fair queue, RW write intents
-	Permits        int          `json:"permits,omitempty"`
+	Line           []waiterJSON `json:"line"`                     // fair queue, RW write intents
+	Permits        int          `json:"permits,omitempty"`        // a semaphore's total, when stored in Redis
+	PermitsInUse   int          `json:"permits_in_use,omitempty"` // a semaphore's permits held
+	WaitingInLine  int          `json:"waiting_in_line"`          // requests in a line Redis keeps (fair queue, RW write intents)
 	ServerTime     time.Time    `json:"server_time"`
 }
 
@@ -67,6 +69,7 @@ func toJSON(st *core.LockState) lockJSON {
 	j := lockJSON{
 		Name: st.Name, Kind: string(st.Kind), Held: st.Held, Token: st.Token, LastToken: st.LastToken,
 		Waiters: st.Waiters, WaitingClients: st.WaitingClients, Permits: st.Permits, ServerTime: st.ServerTime,
+		PermitsInUse: permitsInUse(st), WaitingInLine: waitingInLine(st),
 		Holders: []holderJSON{}, Line: []waiterJSON{},
 	}
 	for _, h := range st.Holders {
@@ -135,10 +138,10 @@ func writeState(w io.Writer, st *core.LockState) {
 	} else if st.LastToken != 0 {
 		fmt.Fprintf(w, "token    - (last handed out: %d)\n", st.LastToken)
 	}
-	if st.Permits > 0 {
-		fmt.Fprintf(w, "permits  %d\n", st.Permits)
+	if st.Kind == core.KindSemaphore || st.Permits > 0 {
+		fmt.Fprintf(w, "permits  %s\n", permitsText(st))
 	}
-	fmt.Fprintf(w, "waiters  %d%s\n", st.Waiters, waitingNote(st))
+	fmt.Fprintf(w, "waiting  %s\n", waitingText(st))
 	if len(st.Holders) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -163,18 +166,81 @@ func writeState(w io.Writer, st *core.LockState) {
 	}
 }
 
-func waitingNote(st *core.LockState) string {
-	switch {
-	case st.WaitingClients < 0:
-		return ""
-	case st.Kind == core.KindFair:
-		return " in line"
-	case st.WaitingClients > 0 && len(st.Line) > 0:
-		return fmt.Sprintf(" (%d in line, %d client(s) subscribed)", len(st.Line), st.WaitingClients)
-	case st.WaitingClients > 0:
-		return " (client(s) subscribed to its wake-ups)"
+// waitingInLine is the requests waiting in a line Redis keeps.
+func waitingInLine(st *core.LockState) int {
+	if st.Kind == core.KindFair {
+		return st.Waiters
 	}
-	return ""
+	return len(st.Line)
+}
+
+// waitingClients is the clients subscribed to the lock's wake-ups beyond
+// the line (not counted for a fair lock, whose waiters all stand in line).
+func waitingClients(st *core.LockState) int {
+	if st.Kind == core.KindFair {
+		return 0
+	}
+	return max(st.Waiters-len(st.Line), 0)
+}
+
+// permitsInUse is the permits a semaphore's holders hold.
+func permitsInUse(st *core.LockState) int {
+	n := 0
+	for _, h := range st.Holders {
+		if h.Mode == core.KindSemaphore {
+			n += h.Count
+		}
+	}
+	return n
+}
+
+// permitsText says how many of a semaphore's permits are in use, and of
+// how many: the total is in Redis only once SetPermits stored it; until
+// then each handle carries its own.
+func permitsText(st *core.LockState) string {
+	if st.Permits > 0 {
+		return fmt.Sprintf("%d of %d in use", permitsInUse(st), st.Permits)
+	}
+	return fmt.Sprintf("%d in use (total not stored in Redis: each handle sets its own; Semaphore.SetPermits stores one)", permitsInUse(st))
+}
+
+// waitingText says who waits, in the units Redis can tell: requests where
+// it keeps a line (a fair lock's queue, RW write intents), else the
+// clients subscribed to the lock's wake-ups — a client counts once however
+// many of its requests wait.
+func waitingText(st *core.LockState) string {
+	line, clients := waitingInLine(st), waitingClients(st)
+	var parts []string
+	if line > 0 {
+		parts = append(parts, fmt.Sprintf("%d request(s) in line", line))
+	}
+	switch {
+	case st.WaitingClients < 0 && st.Kind != core.KindFair:
+		parts = append(parts, "clients unknown (the server refused PUBSUB NUMSUB)")
+	case clients > 0:
+		parts = append(parts, fmt.Sprintf("%d client(s) subscribed to its wake-ups (each may wait with several requests)", clients))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// waitingColumn is waitingText for the ls table: "3 in line", "2 clients",
+// "1 in line + 2 clients", "-".
+func waitingColumn(st *core.LockState) string {
+	line, clients := waitingInLine(st), waitingClients(st)
+	var parts []string
+	if line > 0 {
+		parts = append(parts, fmt.Sprintf("%d in line", line))
+	}
+	if clients > 0 {
+		parts = append(parts, fmt.Sprintf("%d clients", clients))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " + ")
 }
 
 func tokenText(t uint64) string {
@@ -191,7 +257,7 @@ func writeList(w io.Writer, states []*core.LockState) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDERS\tCLIENT\tTTL\tHELD FOR\tWAITERS\tTOKEN")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDERS\tCLIENT\tTTL\tHELD FOR\tWAITING\tTOKEN")
 	for _, st := range states {
 		client, ttl, held := "-", "-", "-"
 		if len(st.Holders) > 0 {
@@ -201,8 +267,8 @@ func writeList(w io.Writer, states []*core.LockState) {
 				client += fmt.Sprintf(" (+%d)", len(st.Holders)-1)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\n", st.Name, dash(string(st.Kind)), len(st.Holders),
-			client, ttl, held, st.Waiters, tokenText(st.Token))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", st.Name, dash(string(st.Kind)), len(st.Holders),
+			client, ttl, held, waitingColumn(st), tokenText(st.Token))
 	}
 	_ = tw.Flush()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -19,28 +20,62 @@ const (
 	exitOK       = 0
 	exitError    = 1 // Redis unreachable, a bad reply, ...
 	exitUsage    = 2
-	exitNotFound = 3 // force-unlock: nothing was held
+	exitNotFound = 3 // show: the lock is not held; force-unlock: nothing was held
 )
 
 // options are the global flags (accepted before or after the command).
 type options struct {
-	redis    string
-	json     bool
-	timeout  time.Duration
-	interval time.Duration
-	tlsCA    string
-	insecure bool
+	redis     string
+	sentinels string
+	master    string
+	version   bool
+	json      bool
+	timeout   time.Duration
+	interval  time.Duration
+	tlsCA     string
+	insecure  bool
+
+	stderr io.Writer // for warnings
+}
+
+// warnf prints a warning that does not stop the command.
+func (o options) warnf(format string, args ...any) {
+	if o.stderr != nil {
+		fmt.Fprintf(o.stderr, "keylock: warning: "+format+"\n", args...)
+	}
+}
+
+// target names what the flags point at, for messages and titles.
+func (o options) target() string {
+	if o.sentinels != "" || o.master != "" || sentinelURL(strings.TrimSpace(o.redis)) {
+		if fo, err := failoverOptions(o); err == nil {
+			return sentinelTarget(fo.MasterName, fo.SentinelAddrs)
+		}
+	}
+	return redact(o.redis)
 }
 
 const usage = `usage:
-  keylock [-redis ADDR|URL] [-json] ls [GLOB]         locks matching GLOB (default *)
-  keylock [-redis ADDR|URL] [-json] show NAME         holders, TTLs, token, waiters
-  keylock [-redis ADDR|URL] [-json] force-unlock NAME free it, wake waiters, say what was removed
-  keylock [-redis ADDR|URL] [-json] watch NAME        live view, refreshing, until Ctrl-C
+  keylock [flags] ls [GLOB]            locks matching GLOB (default *)
+  keylock [flags] show NAME            holders, TTLs, token, permits, waiters
+  keylock [flags] force-unlock NAME    free it, wake waiters, say what was removed
+  keylock [flags] watch NAME           live view, refreshing, until Ctrl-C
+  keylock [flags] ui                   the dashboard in a browser (keylock ui -h)
 
--redis: host:port, host:port,host:port (a cluster), or redis://[user:pass@]host:port[/db]
-        (rediss:// for TLS). A cluster is recognised from any node's address.
-exit status: 0 ok (show of a free lock too), 1 error, 2 usage, 3 force-unlock found nothing held
+where Redis is:
+  -redis host:port                     a master, or any node of a Redis Cluster
+  -redis host:port,host:port           Redis Cluster seeds
+  -redis redis://[user:pass@]host:port[/db]   (rediss:// for TLS)
+  -sentinel host:port,... -master NAME        the master a Sentinel deployment names
+  -redis redis-sentinel://[user:pass@]host:port,host:port/NAME[/db]
+  -redis redis://host:port?master_name=NAME[&addr=host:port]  (go-redis's failover URL)
+A replica or a sentinel given as -redis is refused with a message saying what to give instead.
+
+exit status:
+  0  ok; show: the lock is held
+  1  error (Redis unreachable, a command refused, a bad reply)
+  2  bad usage
+  3  show: the lock is not held (free or absent); force-unlock: nothing was held
 
 flags:
 `
@@ -61,18 +96,24 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 		fmt.Fprint(out, usage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.redis, "redis", o.redis, "Redis address or URL (default $KEYLOCK_REDIS, $REDIS_URL, 127.0.0.1:6379)")
+	// The defaults of -redis come from the environment: they are written
+	// in its help text and applied after parsing, so that -h does not
+	// print a second "(default ...)".
+	fs.StringVar(&o.redis, "redis", o.redis, "Redis address or URL; if not given: $KEYLOCK_REDIS, else $REDIS_URL, else 127.0.0.1:6379")
+	fs.StringVar(&o.sentinels, "sentinel", o.sentinels, "comma-separated sentinel addresses (with -master)")
+	fs.StringVar(&o.master, "master", o.master, "the master's name in Sentinel (with -sentinel, or with the sentinels' addresses in -redis)")
+	fs.BoolVar(&o.version, "version", o.version, "print the version and exit")
 	fs.BoolVar(&o.json, "json", o.json, "print JSON (ls: an array; show: an object; watch: one object per line)")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on each round of Redis calls")
 	fs.DurationVar(&o.interval, "interval", o.interval, "watch: time between refreshes")
-	fs.StringVar(&o.tlsCA, "tls-ca", o.tlsCA, "rediss://: PEM file of the CA that signed the server's certificate (default: the system's)")
+	fs.StringVar(&o.tlsCA, "tls-ca", o.tlsCA, "rediss://: PEM file of the CA that signed the server's certificate; if not given, the system's")
 	fs.BoolVar(&o.insecure, "tls-insecure", o.insecure, "rediss://: do not verify the server's certificate")
 	return fs
 }
 
 // run is the whole command; it returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o := options{redis: defaultRedis(), timeout: 5 * time.Second, interval: time.Second}
+	o := options{timeout: 5 * time.Second, interval: time.Second, stderr: stderr}
 	fs := flags(&o, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -81,6 +122,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	rest := fs.Args()
+	if o.version {
+		fmt.Fprintf(stdout, "keylock %s\n", version)
+		return exitOK
+	}
+	if o.redis == "" {
+		o.redis = defaultRedis()
+	}
 	if len(rest) == 0 {
 		fs.Usage()
 		return exitUsage
@@ -121,13 +169,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "keylock: %v\n", err)
+		if isUsage(err) {
+			return exitUsage
+		}
 		return exitError
 	}
 	defer rdb.Close()
+	refused := &refusals{}
+	rdb.AddHook(refused)
 	locks := core.New(rdb)
 	defer locks.Close()
 
-	a := &app{locks: locks, o: o, out: stdout, errOut: stderr}
+	a := &app{locks: locks, o: o, out: stdout, errOut: stderr, refused: refused}
 	switch cmd {
 	case "ls":
 		glob := "*"
@@ -150,15 +203,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // app runs one command.
 type app struct {
-	locks  *core.Client
-	o      options
-	out    io.Writer
-	errOut io.Writer
+	locks   *core.Client
+	o       options
+	out     io.Writer
+	errOut  io.Writer
+	refused *refusals
 }
 
-// fail reports err and returns exitError.
+// fail reports err, naming the command the server refused if it was a
+// refusal, and returns exitError (exitUsage for an invalid name).
 func (a *app) fail(err error) int {
-	fmt.Fprintf(a.errOut, "keylock: %v\n", err)
+	fmt.Fprintf(a.errOut, "keylock: %v\n", a.refused.explain(err))
 	if errors.Is(err, core.ErrInvalidName) {
 		return exitUsage
 	}
@@ -199,9 +254,15 @@ func (a *app) show(ctx context.Context, name string) int {
 		return a.fail(err)
 	}
 	if a.o.json {
-		return a.printJSON(toJSON(st))
+		if code := a.printJSON(toJSON(st)); code != exitOK {
+			return code
+		}
+	} else {
+		writeState(a.out, st)
 	}
-	writeState(a.out, st)
+	if !st.Held {
+		return exitNotFound
+	}
 	return exitOK
 }
 

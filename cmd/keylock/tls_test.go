@@ -83,7 +83,7 @@ func TestCLIOverTLS(t *testing.T) {
 		"--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"))
 	url := "rediss://127.0.0.1:" + port
 	out, stderr, code := cli(t, "-redis", url, "-tls-ca", ca, "-json", "show", "x")
-	if code != 0 || !strings.Contains(out, `"held": false`) {
+	if code != exitNotFound || !strings.Contains(out, `"held": false`) {
 		t.Errorf("show over TLS with the CA: exit %d, %s%s", code, out, stderr)
 	}
 	_, stderr, code = cli(t, "-redis", url, "-timeout", "3s", "show", "x")

@@ -65,7 +65,7 @@ func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer)
 
 	opts := []dashboard.Option{
 		dashboard.WithLongHold(*longHold), dashboard.WithRefresh(*refresh),
-		dashboard.WithTimeout(o.timeout), dashboard.WithTitle("keylock · " + redact(o.redis)),
+		dashboard.WithTimeout(o.timeout), dashboard.WithTitle("keylock · " + o.target()),
 	}
 	if *force {
 		opts = append(opts, dashboard.WithForceUnlock(func(r *http.Request) bool { return loopback(r.RemoteAddr) }))
@@ -83,7 +83,7 @@ func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "keylock: dashboard of %s on http://%s/ — Ctrl-C to stop\n", redact(o.redis), ln.Addr())
+	fmt.Fprintf(stdout, "keylock: dashboard of %s on http://%s/ — Ctrl-C to stop\n", o.target(), ln.Addr())
 
 	select {
 	case err = <-served:

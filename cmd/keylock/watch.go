@@ -21,6 +21,7 @@ func (a *app) watch(ctx context.Context, name string, tty bool) int {
 		rctx, cancel := a.bounded(ctx)
 		st, err := a.locks.Inspect(rctx, name)
 		cancel()
+		err = a.refused.explain(err)
 		if ctx.Err() != nil {
 			return exitOK
 		}
