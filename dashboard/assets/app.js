@@ -173,8 +173,8 @@
         fact("Kind", kindBadge(l.kind)),
         fact("State", l.held ? "held" : "free", l.held ? "held" : "free"),
         fact("Held for", l.held_ms >= 0 ? dur(l.held_ms) : "–", l.long ? "long" : ""),
-        fact("Fencing token", l.token || "–", "mono"),
-        fact("Last token", l.last_token || "–", "mono"),
+        fact("Fencing token", l.token || "–", "token"),
+        fact("Last token", l.last_token || "–", "token"),
         fact("Waiters", String(l.waiters), l.waiters > 0 ? "waiting" : ""),
         ...inUse);
       holders.replaceChildren(...(l.holders.length ? l.holders.map((h) =>
