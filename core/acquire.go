@@ -130,7 +130,7 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 	cctx, cancel := context.WithCancelCause(ctx)
 	l = &Lease{
 		c: c, p: p, info: a.info, id: a.t.id, token: rep.token,
-		acquired: sent, watchdog: a.watchdog, lease: lease,
+		acquired: sent, watchdog: a.watchdog, lease: lease, deadline: deadline,
 		cancel: cancel,
 	}
 	l.ctx = &leaseContext{Context: cctx, l: l}

@@ -79,6 +79,9 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 func (c *Client) extendDeadline(l *Lease, deadline time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if deadline.After(l.deadline) {
+		l.deadline = deadline
+	}
 	if h := l.hold; h != nil && !h.gone && deadline.After(h.deadline) {
 		h.deadline = deadline
 	}

@@ -126,3 +126,50 @@ func TestFixedLeaseReentryEndsWithItsLease(t *testing.T) {
 		})
 	}
 }
+
+// A fixed-lease re-entry left alone when its watchdog sibling unlocks is told
+// its lease ended no later than Redis drops the hold: the local safety
+// deadline follows the shorter lease Redis now keeps.
+func TestFixedLeaseReentryIsToldBeforeRedisDropsIt(t *testing.T) {
+	for _, k := range holdKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			_, rdb := single(t)
+			c := newLocks(t, rdb)
+			insp := newLocks(t, rdb)
+			name := "reenter-told-" + k.name
+			ctx := core.WithOwner(context.Background(), "job-11")
+			outer := mustLock(t, k.lock(c, name), ctx) // watchdog, 30s
+			// 2s: a drift margin (22ms) above scheduling noise under -race.
+			inner := mustLock(t, k.lock(c, name), ctx, core.LeaseTime(2*time.Second))
+			if inner.Token() != outer.Token() {
+				t.Fatalf("re-entry token %d, want the hold's %d", inner.Token(), outer.Token())
+			}
+			taken := time.Now()
+			mustUnlock(t, outer)
+			// Timers and scheduling get a slack (as the fault suite's checker
+			// gives them); without the fix the lease believed it held for the
+			// rest of a watchdog lease (30s).
+			const slack = 50 * time.Millisecond
+			for alive(inner) {
+				if !inspect(t, insp, name).Held {
+					dropped := time.Now()
+					select {
+					case <-inner.Context().Done():
+					case <-time.After(slack):
+						t.Fatalf("Redis dropped the hold %s after the re-entry, and its lease still believed it held %s later",
+							dropped.Sub(taken).Round(time.Millisecond), slack)
+					}
+					break
+				}
+				if time.Since(taken) > 4*time.Second {
+					t.Fatal("the 2s re-entry was not told its lease ended within 4s")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if cause := context.Cause(inner.Context()); !errors.Is(cause, core.ErrLockLost) {
+				t.Fatalf("the re-entry ended with %v, want ErrLockLost at its deadline", cause)
+			}
+			_ = inner.Unlock(context.Background())
+		})
+	}
+}

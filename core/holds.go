@@ -66,6 +66,22 @@ func (r *registry) add(h *hold) {
 	}
 }
 
+// moveDeadline moves h's deadline earlier, to d, keeping the heap's
+// invariant (heapAt never later than the deadline) and waking the watch.
+func (r *registry) moveDeadline(h *hold, d time.Time) {
+	h.deadline = d
+	if at := d.Sub(r.epoch); at < h.heapAt {
+		h.heapAt = at
+		if i := int(h.heapIx); i >= 0 && i < len(r.deadlines) && r.deadlines[i] == h {
+			r.deadlines.fix(i)
+		}
+		select {
+		case r.rearm <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // remove takes h out (it may already be out: takeAll).
 func (r *registry) remove(h *hold) {
 	id := holdID{h.key, h.owner}
@@ -204,8 +220,20 @@ func (c *Client) removeLeaseLocked(l *Lease) {
 	for _, x := range h.leases {
 		if x.watchdog {
 			h.watchdog, h.lease = true, x.lease
-			break
+			return
 		}
+	}
+	// Only fixed leases are left: Redis keeps the hold until the last of
+	// them ends (lib_hold), not a watchdog lease more, and so must the
+	// local safety deadline.
+	var last time.Time
+	for _, x := range h.leases {
+		if x.deadline.After(last) {
+			last = x.deadline
+		}
+	}
+	if last.Before(h.deadline) {
+		c.holds.moveDeadline(h, last)
 	}
 }
 

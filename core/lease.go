@@ -20,6 +20,11 @@ type Lease struct {
 	acquired time.Time
 	watchdog bool
 	lease    time.Duration
+	// deadline is this lease's own local safety deadline (guarded by c.mu):
+	// its hold keeps the latest of its leases', and falls back to it when
+	// the watchdog leases of the hold are gone (Redis then keeps the key
+	// only until the last fixed lease ends).
+	deadline time.Time
 
 	// ctx is the one context kept in a struct, deliberately: it is the
 	// lease's lifetime, handed to the code running under the lock.

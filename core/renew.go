@@ -328,7 +328,10 @@ func (c *Client) applyRenewals(sent time.Time, items []renewItem) {
 			// Too late: the hold may already have been given up on. It is
 			// lost at its deadline, as if the renewal had failed.
 			err = wrapRedis("renew", h.p.info().Name, errRenewTooLate)
-		case it.lease > 0:
+		case it.lease > 0 && h.watchdog:
+			// (A hold whose watchdog leases were released meanwhile keeps
+			// the deadline of its fixed leases: Redis may already have
+			// shortened it to theirs.)
 			if d := sent.Add(it.lease - driftMargin(it.lease)); d.After(h.deadline) {
 				h.deadline = d
 			}
