@@ -58,9 +58,14 @@
 // A {ctx.*} value of a type that cannot be a key (a struct) is the server's
 // mistake, answered 500 {"error":"lock_source_failed"}, not 400.
 //
-// WithBusyHandler and WithErrorHandler replace the bodies. Every refusal
-// (busy, bad key, Redis down — also when failing open) is also recorded
-// with c.Error (type gin.ErrorTypePrivate) for logging.
+// WithBusyHandler and WithErrorHandler replace the bodies. A failure of the
+// server's own — Redis down (also when failing open), a failing source, a
+// deadline passed while waiting, a failed release — is also recorded with
+// c.Error (type gin.ErrorTypePrivate) for logging, under a message naming
+// the template, never the rendered key ("ginlock: lock \"buy:{path.item}\":
+// unavailable"; errors.Is/As reach the cause). A busy key, a bad key value
+// or a client gone away is the client's answer, not the server's error, and
+// is not recorded: otelgin would mark the span as an error.
 //
 // # While the handler runs
 //
@@ -75,8 +80,7 @@
 //
 // The lock is then released with a fresh context (the request's values
 // without its cancellation, bounded by WithReleaseTimeout), so it is given
-// back even when the client has gone away or the lock was lost; a failed
-// release is recorded with c.Error.
+// back even when the client has gone away or the lock was lost.
 //
 // # Trade-offs
 //

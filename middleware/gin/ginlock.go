@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/gin-gonic/gin"
@@ -52,7 +53,7 @@ func New(locks *core.Client, template string, opts ...Option) (gin.HandlerFunc, 
 	if err != nil {
 		return nil, fmt.Errorf("ginlock: %w", err)
 	}
-	m := &middleware{g: g, cfg: cfg}
+	m := &middleware{g: g, cfg: cfg, quoted: strconv.Quote(template)}
 	if m.cfg.busy == nil {
 		m.cfg.busy = m.defaultBusy
 	}
@@ -62,9 +63,10 @@ func New(locks *core.Client, template string, opts ...Option) (gin.HandlerFunc, 
 
 // middleware is one Middleware: core's guard plus the responses.
 type middleware struct {
-	g    *adapter.Guard[*request]
-	cfg  config
-	pool sync.Pool // *request
+	g      *adapter.Guard[*request]
+	cfg    config
+	quoted string    // strconv.Quote(template), for recorded errors
+	pool   sync.Pool // *request
 }
 
 func (m *middleware) handle(c *gin.Context) {
@@ -86,7 +88,7 @@ func (m *middleware) handle(c *gin.Context) {
 	defer func() {
 		c.Request = orig
 		if err := m.g.Release(orig.Context(), lease); err != nil {
-			_ = c.Error(fmt.Errorf("ginlock: release: %w", err)).SetType(gin.ErrorTypePrivate)
+			m.record(c, "release", err)
 		}
 	}()
 	c.Request = orig.WithContext(lease.Context())
@@ -94,22 +96,43 @@ func (m *middleware) handle(c *gin.Context) {
 }
 
 // refuse answers a request whose lock could not be taken; every refusal
-// is recorded with c.Error.
+// of the server's own (5xx, fail-open) is recorded with c.Error.
 func (m *middleware) refuse(c *gin.Context, err error) {
-	_ = c.Error(err).SetType(gin.ErrorTypePrivate)
+	class := adapter.Classify(err)
+	switch class {
+	case core.ClassUnavailable, core.ClassInternal, core.ClassDeadline:
+		m.record(c, "lock", err)
+	}
 	if m.g.FailsOpen(err) {
 		c.Set(FailOpenKey, err)
 		c.Next()
 		return
 	}
 	c.Abort()
-	switch status := httpguard.Status(adapter.Classify(err)); status {
+	switch status := httpguard.Status(class); status {
 	case http.StatusConflict:
 		m.cfg.busy(c, err)
 	default:
 		m.cfg.onError(c, status, err)
 	}
 }
+
+// record puts err in c.Errors (gin.ErrorTypePrivate) under a message that
+// names the template and the error's class, never the rendered key or a
+// value (otelgin copies c.Errors into the server span); errors.Is/As still
+// reach err.
+func (m *middleware) record(c *gin.Context, op string, err error) {
+	msg := "ginlock: " + op + " " + m.quoted + ": " + adapter.Classify(err).String()
+	_ = c.Error(&recordedError{msg: msg, err: err}).SetType(gin.ErrorTypePrivate)
+}
+
+type recordedError struct {
+	msg string
+	err error
+}
+
+func (e *recordedError) Error() string { return e.msg }
+func (e *recordedError) Unwrap() error { return e.err }
 
 // defaultBusy answers 409 (429 for a semaphore) with Retry-After.
 func (m *middleware) defaultBusy(c *gin.Context, err error) {
