@@ -80,7 +80,7 @@ CHAOSFLAGS ?=
 chaos: redis
 	$(GO) run $(CHAOSGOFLAGS) ./internal/chaos/cmd/chaos -duration $(DURATION) $(CHAOSFLAGS)
 
-# contend: the contention harness (internal/contend, issue 10): 8 processes
+# contend: the contention harness (internal/contend): 8 processes
 # on one key (bare SET NX poll loop, Mutex, FairMutex), handoff latency,
 # 10,000 waiters, then uncontended Lock+Unlock beside the bare lock. A few
 # minutes; a short run is part of `make test`. CONTENDFLAGS e.g.

@@ -1,0 +1,9 @@
+// Package readme keeps the project's README honest: its test compiles
+// every ```go snippet of README.md, so a quick start that no longer builds
+// fails `make test`.
+//
+// A snippet is the body of a function: it may use rdb (a *redis.Client)
+// and locks (a *core.Client) without declaring them, and the packages it
+// names (core, redis, ginlock, ...) are imported for it. Everything it
+// declares must be used, as in any Go function.
+package readme
