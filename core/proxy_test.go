@@ -101,7 +101,9 @@ func TestWatchdogLeaseSurvivesScriptRefused(t *testing.T) {
 
 func TestOptionalCommandsRefusedDegradeAndAreReportedOnce(t *testing.T) {
 	p, rdb := behindProxy(t)
-	p.RefuseCommands("info", "pubsub", "subscribe", "ssubscribe")
+	// CLIENT and HELLO are go-redis's own (connection setup): it goes on
+	// without them, on RESP2.
+	p.RefuseCommands("info", "pubsub", "subscribe", "ssubscribe", "client", "hello")
 	obs := &proxyObserver{}
 	c := newLocks(t, rdb, core.WithWatchdogTimeout(proxyWatchdog), core.WithObserver(obs))
 	ctx := ctxTimeout(t, 30*time.Second)
@@ -138,6 +140,9 @@ func TestOptionalCommandsRefusedDegradeAndAreReportedOnce(t *testing.T) {
 		t.Fatal("waiter with SUBSCRIBE refused did not get the lock within 5s")
 	}
 
+	if p.Refused("hello") == 0 {
+		t.Error("go-redis sent no HELLO through the proxy: the test does not refuse it")
+	}
 	want := map[string]int{"INFO": 1, "PUBSUB": 1, "SUBSCRIBE": 1}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
