@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -63,9 +64,10 @@ type leaseRec struct {
 	fixed   time.Duration // LeaseTime; 0: watchdog
 	parent  *leaseRec     // the lease whose context it was taken under
 
-	lease *core.Lease
-	call  time.Time // Lock called
-	enter time.Time // Lock returned
+	lease  *core.Lease
+	cancel context.CancelFunc // ends the context Lock was given (after Unlock)
+	call   time.Time          // Lock called
+	enter  time.Time          // Lock returned
 
 	told      time.Time // the lease context was cancelled (any cause)
 	cause     error
@@ -112,6 +114,13 @@ func (l *leaseRec) believesAt(t time.Time) bool {
 	}
 	e := l.end()
 	return e.IsZero() || t.Before(e)
+}
+
+// known reports whether its client still counts the hold as held: not
+// unlocked, and not told of a loss or of Close. (A lease whose context
+// ended with the context Lock was given still holds the lock until Unlock.)
+func (l *leaseRec) known() bool {
+	return l.unlockAt.IsZero() && !errors.Is(l.cause, core.ErrLockLost) && !errors.Is(l.cause, core.ErrClosed)
 }
 
 // short abbreviates a client-made owner id for the trace.

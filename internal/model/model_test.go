@@ -16,6 +16,7 @@ var (
 	runsFlag     = flag.Int("model.runs", 2, "runs (seeds) when -model.duration is 0")
 	durationFlag = flag.Duration("model.duration", 0, "keep running seeds for this long (make model)")
 	allFlag      = flag.Bool("model.all", false, "go on after a failing seed (report every seed that fails)")
+	goOnFlag     = flag.Bool("model.keepgoing", false, "go on after a finding within a seed (report the first finding of each rule)")
 )
 
 func TestMain(m *testing.M) {
@@ -74,7 +75,7 @@ func runSeed(t *testing.T, seed uint64) int {
 	defer w.shutdown()
 	ctx := context.Background()
 	done := 0
-	for done < cfg.steps && len(w.findings) == 0 {
+	for done < cfg.steps && (len(w.findings) == 0 || *goOnFlag) {
 		w.doStep()
 		done++
 		w.checkBeliefs(time.Now())
@@ -85,10 +86,14 @@ func runSeed(t *testing.T, seed uint64) int {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.findings) > 0 {
-		f := w.findings[0]
+	seen := make(map[string]bool)
+	for _, f := range w.findings {
+		if seen[f.rule] {
+			continue
+		}
+		seen[f.rule] = true
 		t.Errorf("seed %d, step %d: %s on %s: %s\nrerun: go test ./internal/model -run TestModel -model.seed %d -model.runs 1\nsteps touching %s:\n  %s",
-			seed, w.step, f.rule, f.lock, f.msg, seed, f.lock, strings.Join(w.traceFor(f.lock, 60), "\n  "))
+			seed, f.step, f.rule, f.lock, f.msg, seed, f.lock, strings.Join(w.traceFor(f.lock, f.step, 60), "\n  "))
 	}
 	return done
 }

@@ -171,12 +171,12 @@ func (w *world) opLock() {
 		mc.hook.arm(a)
 	}
 	w.run(func() {
-		defer cancel()
 		defer mc.hook.disarm(a)
 		call := time.Now()
 		lease, err := acquire(ctx, mc.c, spec, k, nPermits, try, opts)
 		enter := time.Now()
 		if err != nil {
+			cancel()
 			w.logf("  ← #%d %s %s: %s", step, k, spec.name, errClass(err))
 			return
 		}
@@ -186,7 +186,7 @@ func (w *world) opLock() {
 		}
 		l := &leaseRec{slot: mc.slot, gen: mc.gen, lock: spec.name, kind: k, owner: lease.Owner(),
 			token: lease.Token(), reentry: *reentry, permits: n, fixed: fixed, parent: parent,
-			lease: lease, call: call, enter: enter, reported: make(map[string]bool)}
+			lease: lease, cancel: cancel, call: call, enter: enter, reported: make(map[string]bool)}
 		if c := causeOf(lease.Context()); c != nil {
 			l.doa, l.lostAtRet = true, errors.Is(c, core.ErrLockLost)
 			l.told, l.cause = enter, c
@@ -268,6 +268,7 @@ func (w *world) opUnlock() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		err := l.lease.Unlock(ctx)
+		l.cancel()
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		l.unlocked, l.unlockErr = true, err
@@ -326,6 +327,10 @@ func (w *world) opDeliver() {
 func (w *world) opRestart() {
 	w.logf("restart Redis (empty)")
 	i := w.happened(happening{what: "restart", from: time.Now()})
+	// Copies in flight to the old server die with its connections.
+	for w.copies.len() > 0 {
+		w.copies.take(0)
+	}
 	w.srv.Restart()
 	w.happenedEnd(i)
 }

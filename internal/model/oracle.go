@@ -12,6 +12,7 @@ import (
 
 // A finding is a broken invariant: what, on which lock, and the facts.
 type finding struct {
+	step int
 	rule string
 	lock string
 	msg  string
@@ -37,7 +38,7 @@ func (w *world) report(l *leaseRec, rule, lock, format string, args ...any) {
 		}
 		l.reported[rule] = true
 	}
-	f := finding{rule: rule, lock: lock, msg: fmt.Sprintf(format, args...)}
+	f := finding{step: w.step, rule: rule, lock: lock, msg: fmt.Sprintf(format, args...)}
 	w.findings = append(w.findings, f)
 	w.logLocked("!! %s on %s: %s", rule, lock, f.msg)
 }
@@ -209,6 +210,7 @@ func (w *world) checkRedis(ctx context.Context) {
 		}
 		states[s.name] = st
 	}
+	t1 := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, a := range w.leases {
@@ -217,6 +219,16 @@ func (w *world) checkRedis(ctx context.Context) {
 			continue
 		}
 		if w.lostTo(a, time.Now()) != nil {
+			continue
+		}
+		if a.fixed > 0 && !t1.Before(a.call.Add(a.fixed)) {
+			// Redis may have expired it by now: its holder had to be told
+			// by enter + lease − margin, give or take the slack.
+			// (Unless it shares its hold with another lease of its owner
+			// on this client, which may keep the hold longer.)
+			if late := t0.Sub(a.enter.Add(a.fixed)); late > w.cfg.slack && !w.sharesHold(a) {
+				w.report(a, ruleLateTold, a.lock, "%s still untold %s after Lock returned + its lease", a, late.Round(time.Millisecond))
+			}
 			continue
 		}
 		var found *core.Holder
@@ -293,7 +305,7 @@ func (w *world) orphans(s lockSpec, st *core.LockState) {
 			}
 		}
 		for _, l := range w.leases {
-			if l.lock == s.name && l.end().IsZero() && l.lease.Context().Err() == nil {
+			if l.lock == s.name && l.known() {
 				believed += l.permits
 			}
 		}
@@ -308,12 +320,25 @@ func (w *world) orphans(s lockSpec, st *core.LockState) {
 		}
 		believed := false
 		for _, l := range w.leases {
-			if l.lock == s.name && l.owner == h.Owner && l.end().IsZero() && l.lease.Context().Err() == nil {
+			if l.lock == s.name && l.owner == h.Owner && l.known() {
 				believed = true
 			}
 		}
 		if !believed && !excused(h.Owner) {
-			w.report(nil, ruleOrphan, s.name, "Redis holds %s for an owner no client believes holds it", holders(st))
+			w.report(nil, ruleOrphan, s.name, "Redis holds %s; no client holds %s", holders(st), short(h.Owner))
 		}
 	}
+}
+
+// sharesHold reports whether another lease of l's owner on l's lock and
+// client was known while l was (w.mu held): they share one hold, whose
+// lease is the longest of theirs.
+func (w *world) sharesHold(l *leaseRec) bool {
+	for _, x := range w.leases {
+		if x != l && x.owner == l.owner && x.lock == l.lock && x.slot == l.slot && x.gen == l.gen &&
+			x.enter.Before(endOr(l, time.Now())) && (x.unlockAt.IsZero() || x.unlockAt.After(l.enter)) {
+			return true
+		}
+	}
+	return false
 }

@@ -115,6 +115,9 @@ func (w *world) newClient(slot, gen int) *mclient {
 func (w *world) shutdown() {
 	close(w.stop)
 	w.ops.Wait()
+	for _, l := range w.leases {
+		l.cancel()
+	}
 	w.mu.Lock()
 	cs := append(append([]*mclient(nil), w.clients...), w.retired...)
 	w.mu.Unlock()
@@ -200,10 +203,14 @@ func (w *world) happenedEnd(i int) {
 }
 
 // traceFor returns the trace lines about lock (or about no lock: restarts,
-// closes), the last max of them.
-func (w *world) traceFor(lock string, max int) []string {
+// closes) up to step, the last max of them.
+func (w *world) traceFor(lock string, step, max int) []string {
 	var out []string
 	for _, line := range w.trace {
+		var n int
+		if _, err := fmt.Sscanf(line, "#%d", &n); err == nil && n > step {
+			break
+		}
 		if strings.Contains(line, " "+lock+" ") || strings.Contains(line, " "+lock+")") ||
 			strings.Contains(line, "restart") || strings.Contains(line, "Close") {
 			out = append(out, line)
