@@ -16,6 +16,7 @@ var (
 	runsFlag     = flag.Int("model.runs", 2, "runs (seeds) when -model.duration is 0")
 	durationFlag = flag.Duration("model.duration", 0, "keep running seeds for this long (make model)")
 	allFlag      = flag.Bool("model.all", false, "go on after a failing seed (report every seed that fails)")
+	withoutFlag  = flag.String("model.without", "", "comma-separated step kinds to leave out: force, restart, close, deliver, faults")
 	goOnFlag     = flag.Bool("model.keepgoing", false, "go on after a finding within a seed (report the first finding of each rule)")
 )
 
@@ -70,6 +71,12 @@ func runSeed(t *testing.T, seed uint64) int {
 		toldWithin:        time.Second + 300*time.Millisecond,
 		toldWithinRestart: 700 * time.Millisecond,
 		quiesceEvery:      100,
+		without:           make(map[string]bool),
+	}
+	for _, k := range strings.Split(*withoutFlag, ",") {
+		if k != "" {
+			cfg.without[k] = true
+		}
 	}
 	w := newWorld(t, cfg)
 	defer w.shutdown()

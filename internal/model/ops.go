@@ -17,27 +17,49 @@ const stepWait = 40 * time.Millisecond
 // attempt"): shared by every client, so their holds re-enter and collide.
 var namedOwners = []string{"job-A", "job-B"}
 
-// doStep picks and runs one step.
+// doStep picks and runs one step (steps of a kind in cfg.without are
+// skipped: the choices of the others stay the seed's).
 func (w *world) doStep() {
 	w.mu.Lock()
 	w.step++
 	w.mu.Unlock()
-	switch r := w.rng.IntN(100); {
+	r := w.rng.IntN(100)
+	d := time.Duration(5+w.rng.IntN(120)) * time.Millisecond
+	var kind string
+	switch {
 	case r < 42:
-		w.opLock()
+		kind = "lock"
 	case r < 66:
-		w.opUnlock()
+		kind = "unlock"
 	case r < 71:
-		w.opForce()
+		kind = "force"
 	case r < 81:
-		w.opDeliver()
+		kind = "deliver"
 	case r < 96:
-		d := time.Duration(5+w.rng.IntN(120)) * time.Millisecond
+		kind = "sleep"
+	case r < 98:
+		kind = "restart"
+	default:
+		kind = "close"
+	}
+	if w.cfg.without[kind] {
+		kind = "sleep"
+	}
+	switch kind {
+	case "lock":
+		w.opLock()
+	case "unlock":
+		w.opUnlock()
+	case "force":
+		w.opForce()
+	case "deliver":
+		w.opDeliver()
+	case "sleep":
 		w.logf("sleep %s", d)
 		w.sleep(d)
-	case r < 98:
+	case "restart":
 		w.opRestart()
-	default:
+	case "close":
 		w.opClose()
 	}
 }
@@ -70,7 +92,7 @@ func (w *world) run(f func()) {
 
 // pickFault chooses the fault of a step's script call.
 func (w *world) pickFault(allowed ...fault) fault {
-	if w.rng.IntN(100) < 60 {
+	if w.rng.IntN(100) < 60 || w.cfg.without["faults"] {
 		return faultNone
 	}
 	return allowed[w.rng.IntN(len(allowed))]

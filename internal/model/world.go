@@ -33,6 +33,9 @@ type config struct {
 	// Client watches for restarts on its own, faster than renewals).
 	toldWithinRestart time.Duration
 	quiesceEvery      int
+	// without names step kinds left out (sleeps instead): "force",
+	// "restart", "close", "deliver", and "faults" (no faulted calls).
+	without map[string]bool
 }
 
 // mclient is one model client: a go-redis client with the fault hook and a
