@@ -2,7 +2,6 @@ package model
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -74,6 +73,7 @@ type leaseRec struct {
 	unlockAt  time.Time // Unlock called: the holder stopped believing
 	unlockErr error
 	unlocked  bool // Unlock returned
+	lost      bool // the Client told its observer this lease was lost (or closed)
 	doa       bool
 	lostAtRet bool // dead on arrival with ErrLockLost
 
@@ -117,10 +117,12 @@ func (l *leaseRec) believesAt(t time.Time) bool {
 }
 
 // known reports whether its client still counts the hold as held: not
-// unlocked, and not told of a loss or of Close. (A lease whose context
-// ended with the context Lock was given still holds the lock until Unlock.)
+// unlocked, and not lost (nor closed) as the Client told its observer. A
+// lease whose context ended otherwise — the context Lock was given ended,
+// even with ErrLockLost when it was another lease's context — still holds
+// the lock until Unlock.
 func (l *leaseRec) known() bool {
-	return l.unlockAt.IsZero() && !errors.Is(l.cause, core.ErrLockLost) && !errors.Is(l.cause, core.ErrClosed)
+	return l.unlockAt.IsZero() && !l.lost
 }
 
 // short abbreviates a client-made owner id for the trace.

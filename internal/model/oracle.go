@@ -291,7 +291,7 @@ func (w *world) orphans(s lockSpec, st *core.LockState) {
 			}
 			// Close leaves its holds to expire (documented), and so does
 			// an Unlock that could not reach Redis.
-			if errors.Is(l.cause, core.ErrClosed) || (l.unlockErr != nil && !errors.Is(l.unlockErr, core.ErrNotHeld)) {
+			if (l.lost && errors.Is(l.cause, core.ErrClosed)) || (l.unlockErr != nil && !errors.Is(l.unlockErr, core.ErrNotHeld)) {
 				return true
 			}
 		}

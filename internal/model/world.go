@@ -167,7 +167,11 @@ func (o *observer) Lost(_ context.Context, e core.LostEvent) {
 	o.w.mu.Lock()
 	defer o.w.mu.Unlock()
 	for _, l := range o.w.leases {
-		if l.lease == e.Lease && l.told.IsZero() {
+		if l.lease != e.Lease {
+			continue
+		}
+		l.lost = true
+		if l.told.IsZero() {
 			l.told, l.cause = now, e.Cause
 			o.w.logLocked("  %s told: %v", l, e.Cause)
 		}
