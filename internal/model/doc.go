@@ -53,6 +53,11 @@
 //     it holds, or is about to expire (Close and an Unlock that could not
 //     reach Redis leave holds to expire, as documented).
 //
+// A holder told late because this process was not scheduled (a 5 ms ticker
+// came more than 10 ms late around the moment it should have been told:
+// a loaded machine, -race) is excused, as in the fault suite's checker, and
+// the count of excused findings is logged.
+//
 // A run stops at its first finding and prints the seed, the finding and
 // the steps that touched its lock. The choices are the seed's; the timing is
 // the machine's, so a seed reproduces the same steps, and usually the same

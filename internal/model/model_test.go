@@ -93,6 +93,9 @@ func runSeed(t *testing.T, seed uint64) int {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.excused > 0 {
+		t.Logf("seed %d: %d findings excused: the process was starved (not scheduled) around them", seed, w.excused)
+	}
 	seen := make(map[string]bool)
 	for _, f := range w.findings {
 		if seen[f.rule] {

@@ -127,7 +127,8 @@ func (w *world) pair(a, b *leaseRec, now time.Time) {
 		if e := endOr(b, now).Sub(b.enter); e < over {
 			over = e
 		}
-		if over > w.cfg.slack && w.lostTo(a, b.enter) == nil {
+		if over > w.cfg.slack && w.lostTo(a, b.enter) == nil &&
+			!w.starvedNear(b.enter.Add(-2*w.cfg.slack), b.enter.Add(over)) {
 			w.report(b, ruleTwoHolders, a.lock, "%s entered while %s believed it held, untold, for %s",
 				b, a, over.Round(time.Millisecond))
 		}
@@ -180,7 +181,7 @@ func (w *world) semaphores(recent []*leaseRec, now time.Time) {
 				who = append(who, a.String())
 			}
 		}
-		if inUse > size {
+		if inUse > size && !w.starvedNear(b.enter.Add(-2*w.cfg.slack), t) {
 			w.report(b, ruleOveradmitted, b.lock, "%d permits of %d believed held at once: %s", inUse, size, strings.Join(who, ", "))
 		}
 	}
@@ -226,7 +227,8 @@ func (w *world) checkRedis(ctx context.Context) {
 			// by enter + lease − margin, give or take the slack.
 			// (Unless it shares its hold with another lease of its owner
 			// on this client, which may keep the hold longer.)
-			if late := t0.Sub(a.enter.Add(a.fixed)); late > w.cfg.slack && !w.sharesHold(a) {
+			if late := t0.Sub(a.enter.Add(a.fixed)); late > w.cfg.slack && !w.sharesHold(a) &&
+				!w.starvedNear(a.enter.Add(a.fixed-w.cfg.slack), t0) {
 				w.report(a, ruleLateTold, a.lock, "%s still untold %s after Lock returned + its lease", a, late.Round(time.Millisecond))
 			}
 			continue

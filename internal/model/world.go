@@ -83,6 +83,8 @@ type world struct {
 	nextLease  int
 	owners     map[string]bool // named owners ever used
 	tokensByLk map[string][]*leaseRec
+	starved    []window // times the process did not run (starve.go)
+	excused    int      // findings excused by starvation
 }
 
 func newWorld(t testing.TB, cfg config) *world {
@@ -102,6 +104,8 @@ func newWorld(t testing.TB, cfg config) *world {
 	for i := range cfg.clients {
 		w.clients = append(w.clients, w.newClient(i, 0))
 	}
+	w.ops.Add(1)
+	go w.watchStarvation()
 	return w
 }
 
