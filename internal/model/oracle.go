@@ -286,14 +286,22 @@ func (w *world) quiesce(ctx context.Context) {
 func (w *world) orphans(s lockSpec, st *core.LockState) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	excused := func(owner string) bool {
+	// excused reports whether a hold with ttl left may be one the model
+	// knows is left to expire: Close leaves holds to expire (documented),
+	// and so do an Unlock that could not reach Redis and a lease told of
+	// its loss that was never unlocked — each within its own lease.
+	excused := func(owner string, ttl time.Duration) bool {
 		for _, l := range w.leases {
 			if l.lock != s.name || (owner != "" && l.owner != owner) {
 				continue
 			}
-			// Close leaves its holds to expire (documented), and so does
-			// an Unlock that could not reach Redis.
-			if (l.lost && errors.Is(l.cause, core.ErrClosed)) || (l.unlockErr != nil && !errors.Is(l.unlockErr, core.ErrNotHeld)) {
+			left := (l.lost && (errors.Is(l.cause, core.ErrClosed) || l.unlockAt.IsZero())) ||
+				(l.unlockErr != nil && !errors.Is(l.unlockErr, core.ErrNotHeld))
+			lease := l.fixed
+			if lease == 0 {
+				lease = w.cfg.watchdog
+			}
+			if left && ttl <= lease+w.cfg.slack {
 				return true
 			}
 		}
@@ -311,7 +319,11 @@ func (w *world) orphans(s lockSpec, st *core.LockState) {
 				believed += l.permits
 			}
 		}
-		if held > believed && !excused("") {
+		var ttl time.Duration
+		for _, h := range st.Holders {
+			ttl = max(ttl, h.TTL)
+		}
+		if held > believed && !excused("", ttl) {
 			w.report(nil, ruleOrphan, s.name, "Redis holds %d permits, clients believe in %d: %s", held, believed, holders(st))
 		}
 		return
@@ -326,7 +338,7 @@ func (w *world) orphans(s lockSpec, st *core.LockState) {
 				believed = true
 			}
 		}
-		if !believed && !excused(h.Owner) {
+		if !believed && !excused(h.Owner, h.TTL) {
 			w.report(nil, ruleOrphan, s.name, "Redis holds %s; no client holds %s", holders(st), short(h.Owner))
 		}
 	}
