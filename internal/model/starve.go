@@ -20,7 +20,7 @@ type window struct{ from, to time.Time }
 // watchStarvation records the windows in which the process did not run,
 // until the world stops.
 func (w *world) watchStarvation() {
-	defer w.ops.Done()
+	defer w.bg.Done()
 	t := time.NewTicker(starveTick)
 	defer t.Stop()
 	last := time.Now()

@@ -71,6 +71,7 @@ type world struct {
 	copies *copies
 	stop   chan struct{}
 	ops    sync.WaitGroup // operations still running
+	bg     sync.WaitGroup // the starvation watch
 
 	mu         sync.Mutex
 	clients    []*mclient
@@ -104,7 +105,7 @@ func newWorld(t testing.TB, cfg config) *world {
 	for i := range cfg.clients {
 		w.clients = append(w.clients, w.newClient(i, 0))
 	}
-	w.ops.Add(1)
+	w.bg.Add(1)
 	go w.watchStarvation()
 	return w
 }
@@ -122,6 +123,7 @@ func (w *world) newClient(slot, gen int) *mclient {
 func (w *world) shutdown() {
 	close(w.stop)
 	w.ops.Wait()
+	w.bg.Wait()
 	for _, l := range w.leases {
 		l.cancel()
 	}
