@@ -61,6 +61,7 @@ type armed struct {
 
 // copyOf is a script call kept for later delivery.
 type copyOf struct {
+	at     time.Time // when the call was made
 	args   []any
 	script string
 	lock   string
@@ -80,6 +81,12 @@ type hook struct {
 }
 
 var _ redis.Hook = (*hook)(nil)
+
+// replayWindow is how long after a call a copy of it can still reach
+// Redis: go-redis gives up on a command after its read and write timeouts
+// (3s each by default) and a retry backoff, and a copy stuck in a
+// connection arrives within that or not at all.
+const replayWindow = 8 * time.Second
 
 // copies is the pool of kept copies, shared by every client's hook.
 type copies struct {
@@ -161,7 +168,7 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		keep := func() {
-			h.copies.add(copyOf{args: append([]any(nil), cmd.Args()...), script: script, lock: lock, label: a.label})
+			h.copies.add(copyOf{at: time.Now(), args: append([]any(nil), cmd.Args()...), script: script, lock: lock, label: a.label})
 		}
 		switch a.fault {
 		case faultLateReply:

@@ -334,6 +334,10 @@ func (w *world) opDeliver() {
 	if !ok {
 		return
 	}
+	if age := time.Since(x.at); age > replayWindow {
+		w.logf("drop copy of %s %s %s: %s old, past the replay window", x.label, x.script, x.lock, age.Round(time.Millisecond))
+		return
+	}
 	w.logf("deliver copy of %s %s %s (%s)", x.label, x.script, x.lock, short(fmt.Sprint(x.args[len(x.args)-1])))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

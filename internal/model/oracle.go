@@ -127,7 +127,11 @@ func (w *world) pair(a, b *leaseRec, now time.Time) {
 		if e := endOr(b, now).Sub(b.enter); e < over {
 			over = e
 		}
-		if over > w.cfg.slack && w.lostTo(a, b.enter) == nil &&
+		// Either hold may have been taken by an operator (or a restart)
+		// before the later one entered — b's too, when its win's reply
+		// came after the force-unlock: it is then told at its next
+		// renewal (told late judges that).
+		if over > w.cfg.slack && w.lostTo(a, b.enter) == nil && w.lostTo(b, b.enter) == nil &&
 			!w.starvedNear(b.enter.Add(-2*w.cfg.slack), b.enter.Add(over)) {
 			w.report(b, ruleTwoHolders, a.lock, "%s entered while %s believed it held, untold, for %s",
 				b, a, over.Round(time.Millisecond))
@@ -135,7 +139,7 @@ func (w *world) pair(a, b *leaseRec, now time.Time) {
 	}
 	// A fresh win for an owner that already holds on this client means
 	// the old hold was lost: its leases must have been told.
-	if a.owner == b.owner && a.slot == b.slot && a.gen == b.gen && !b.reentry && a.kind == b.kind &&
+	if a.owner == b.owner && a.slot == b.slot && a.gen == b.gen && !b.reentry && a.kind == b.kind && a.token != b.token &&
 		b.kind != kindSem && now.Sub(b.enter) > w.cfg.slack && a.believesAt(b.enter.Add(w.cfg.slack)) {
 		w.report(b, ruleFreshOverOld, a.lock, "%s won fresh while the same owner's %s on this client was untold", b, a)
 	}
