@@ -167,12 +167,26 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if a == nil {
 			return next(ctx, cmd)
 		}
+		// A call that ran into NOSCRIPT (the server restarted) did not run
+		// the script: go-redis sends it again as EVAL, and that call is the
+		// one the fault is for.
+		run := func() (ran bool, err error) {
+			err = next(ctx, cmd)
+			if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+				h.arm(a)
+				return false, err
+			}
+			return true, err
+		}
 		keep := func() {
 			h.copies.add(copyOf{at: time.Now(), args: append([]any(nil), cmd.Args()...), script: script, lock: lock, label: a.label})
 		}
 		switch a.fault {
 		case faultLateReply:
-			err := next(ctx, cmd)
+			ran, err := run()
+			if !ran {
+				return err
+			}
 			t := time.NewTimer(a.delay)
 			defer t.Stop()
 			select {
@@ -181,7 +195,9 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			}
 			return err
 		case faultLostReply:
-			_ = next(ctx, cmd)
+			if ran, err := run(); !ran {
+				return err
+			}
 			keep()
 			cmd.SetErr(errTimeout)
 			return errTimeout
@@ -190,8 +206,10 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			cmd.SetErr(errTimeout)
 			return errTimeout
 		case faultDuplicate:
-			err := next(ctx, cmd)
-			keep()
+			ran, err := run()
+			if ran {
+				keep()
+			}
 			return err
 		}
 		return next(ctx, cmd)
