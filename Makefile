@@ -4,7 +4,7 @@
 GO ?= go
 BENCHTIME ?= 2s
 
-.PHONY: test vet redis chromium bench fuzz chaos contend
+.PHONY: test vet redis chromium bench fuzz chaos contend model
 
 # The multi-process suites (the fault suite's short run, the contention
 # harness's smoke run) load every core of the machine: they run after the
@@ -79,6 +79,13 @@ CHAOSGOFLAGS ?= -race
 CHAOSFLAGS ?=
 chaos: redis
 	$(GO) run $(CHAOSGOFLAGS) ./internal/chaos/cmd/chaos -duration $(DURATION) $(CHAOSFLAGS)
+
+# model: the model-based randomized test (internal/model) for DURATION,
+# one seed after another (a short run of it is part of `make test`).
+# MODELFLAGS e.g. "-model.seed 42 -model.steps 1000 -model.all".
+MODELFLAGS ?=
+model: redis
+	$(GO) test -race -count=1 -timeout 0 -run '^TestModel$$' -v ./internal/model -args -model.duration $(DURATION) $(MODELFLAGS)
 
 # contend: the contention harness (internal/contend): 8 processes
 # on one key (bare SET NX poll loop, Mutex, FairMutex), handoff latency,

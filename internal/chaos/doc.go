@@ -9,8 +9,11 @@
 // Lock → critical section → Unlock on every kind through keylock's public
 // API only: a mutex renewed by the watchdog (short and long holders), a
 // mutex with a fixed LeaseTime (sometimes working past it), a fair lock, an
-// RW lock's readers and writer, and a semaphore of 3 permits taken 1 or 2 at
-// a time. Waits are bounded by WaitTimeout or by the context, and one in ten
+// RW lock's readers and writer, a semaphore of 3 permits taken 1 or 2 at a
+// time, and a mutex taken for owners chosen with core.WithOwner and reused
+// from one hold to the next, re-entered inside with lease.Context() (the
+// re-entry is logged as a section of its own naming its parent: it must
+// carry its hold's token). Waits are bounded by WaitTimeout or by the context, and one in ten
 // calls is a TryLock.
 //
 // Meanwhile the driver injects, one after another in shuffled cycles:
@@ -19,8 +22,12 @@
 // timeout, so go-redis retries commands that did run), connection resets, partitions of one worker (most longer
 // than the lease, some healing within go-redis's read timeout), kill -9 of a
 // worker (a new one takes its slot), SIGSTOP/SIGCONT of a worker (up to 5 s,
-// longer than the lease) and empty Redis restarts (kill -9 of redis-server,
-// a new empty one on the same port).
+// longer than the lease), empty Redis restarts (kill -9 of redis-server,
+// a new empty one on the same port) and an operator's force-unlocks of
+// random locks (from the driver, every 200-800 ms for a few seconds). A
+// force-unlock takes the victim's hold, but not the rule: the victim must
+// be told before another holder enters, or the overlap is a violation
+// (the report counts the overlaps that followed a force-unlock apart).
 //
 // Every process logs what it did (package event): each critical section
 // with its CLOCK_MONOTONIC entry and exit, fencing token, whether the lease

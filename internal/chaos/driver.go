@@ -311,6 +311,11 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 			return fmt.Sprintf("restart FAILED: %v", err)
 		}
 		return fmt.Sprintf("redis-server killed, empty one up after %v", time.Duration(rs.T1-rs.T0).Round(time.Millisecond))
+
+	case event.FaultForce:
+		dur := d.between(2000, 5000)
+		n := d.forceUnlocks(ctx, dur)
+		return fmt.Sprintf("%d force-unlocks over %v", n, dur)
 	}
 	panic("chaos: unknown fault " + name)
 }

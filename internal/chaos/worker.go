@@ -44,6 +44,13 @@ type loop struct {
 	// instead of 0..5ms.
 	long           float64
 	longLo, longHi time.Duration
+	// owners > 0: the lock is taken for one of that many owners chosen
+	// with core.WithOwner, reused from one acquisition to the next (one
+	// owner per job attempt, and the attempt retried).
+	owners int
+	// nest is the chance that the critical section re-enters the lock
+	// under its lease's context halfway through.
+	nest float64
 }
 
 // loops is the work of every worker: each entry is one goroutine.
@@ -62,6 +69,10 @@ var loops = []loop{
 	{lock: "rw", kind: event.KindWrite, long: 0.05, longLo: 200 * time.Millisecond, longHi: 2 * time.Second},
 	{lock: "semaphore", kind: event.KindSemaphore, long: 0.1, longLo: 200 * time.Millisecond, longHi: 2 * time.Second},
 	{lock: "semaphore", kind: event.KindSemaphore},
+	// Same-owner holds one after another, re-entered inside: a stale
+	// release or give-back of one hold must not touch the owner's next.
+	{lock: "mutex-reentry", kind: event.KindMutexReentry, owners: 2, nest: 0.5, long: 0.2, longLo: 200 * time.Millisecond, longHi: 2 * time.Second},
+	{lock: "mutex-reentry", kind: event.KindMutexReentry, owners: 2, nest: 0.5},
 }
 
 // worker runs the loops of one process.
@@ -130,7 +141,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, pid int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.run(ctx, l, rand.New(rand.NewPCG(cfg.Seed, uint64(i))))
+			w.run(ctx, i, l, rand.New(rand.NewPCG(cfg.Seed, uint64(i))))
 		}()
 	}
 	wg.Wait()
@@ -170,10 +181,11 @@ func (w *worker) watchSchedule(ctx context.Context) {
 	}
 }
 
-// run loops Lock → critical section → Unlock until ctx ends.
-func (w *worker) run(ctx context.Context, l loop, rng *rand.Rand) {
+// run loops Lock → critical section → Unlock until ctx ends; i is the
+// loop's index (its owners are its own).
+func (w *worker) run(ctx context.Context, i int, l loop, rng *rand.Rand) {
 	for ctx.Err() == nil {
-		pause := w.once(ctx, l, rng)
+		pause := w.once(ctx, i, l, rng)
 		if pause > 0 {
 			sleep(ctx, pause)
 		}
@@ -182,7 +194,7 @@ func (w *worker) run(ctx context.Context, l loop, rng *rand.Rand) {
 
 // once makes one acquisition and, if it succeeds, one critical section. It
 // returns how long to pause before the next.
-func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.Duration) {
+func (w *worker) once(ctx context.Context, i int, l loop, rng *rand.Rand) (pause time.Duration) {
 	defer func() {
 		if p := recover(); p != nil {
 			_ = w.log.Write(event.Record{Ev: event.Panic, W: w.cfg.Slot, PID: w.pid, T0: event.Now(),
@@ -196,9 +208,15 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 		acq.N, acq.Size = 1+rng.IntN(2), semaphoreSize
 	}
 	acq.Try = rng.Float64() < 0.1
+	base := ctx
+	if l.owners > 0 {
+		// The loop's own owners, reused: holds of one owner follow each
+		// other, and a late release of one must spare the next.
+		base = core.WithOwner(ctx, fmt.Sprintf("w%d-%d-loop%d-job%d", w.cfg.Slot, w.pid, i, rng.IntN(l.owners)))
+	}
 	// Half the waits are bounded by WaitTimeout, half by the context (whose
 	// end may come while an attempt is in flight).
-	lockCtx, cancel := ctx, context.CancelFunc(func() {})
+	lockCtx, cancel := base, context.CancelFunc(func() {})
 	opts := []core.LockOption{}
 	bound := time.Duration(200+rng.IntN(4800)) * time.Millisecond
 	if rng.IntN(2) == 0 {
@@ -208,7 +226,7 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 			acq.Bound, acq.BoundBy = int64(bound), event.BoundWait
 		}
 	} else {
-		lockCtx, cancel = context.WithTimeout(ctx, bound)
+		lockCtx, cancel = context.WithTimeout(base, bound)
 		acq.Detail = "context timeout " + bound.String()
 		acq.Bound, acq.BoundBy = int64(bound), event.BoundContext
 	}
@@ -229,14 +247,41 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 		}
 		return time.Duration(20+rng.IntN(80)) * time.Millisecond
 	}
-	leaseCtx := lease.Context()
-	acq.DOA = leaseCtx.Err() != nil
+	acq.DOA = lease.Context().Err() != nil
 	acq.Seq = w.seq.Add(1)
 	acq.Token = lease.Token()
+	told := w.track(ctx, lease, acq.Seq)
+	_ = w.log.Write(acq)
 
-	// Told: the lease context was cancelled while inside, whatever the
-	// cause (ErrLockLost, or the Lock context's own deadline): code running
-	// under it has been told to stop. The cause is logged with it.
+	// The critical section ignores the lease context, like careless user
+	// code: whether it was told is what the checker judges.
+	work := time.Duration(rng.Int64N(int64(5 * time.Millisecond)))
+	if l.long > 0 && rng.Float64() < l.long {
+		work = l.longLo + time.Duration(rng.Int64N(int64(l.longHi-l.longLo)))
+	}
+	if l.nest > 0 && rng.Float64() < l.nest {
+		sleep(ctx, work/2)
+		w.reenter(ctx, l, lease, acq.Seq, rng)
+		work -= work / 2
+	}
+	sleep(ctx, work)
+	out := event.Record{Ev: event.Out, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq, Lock: l.lock, Kind: l.kind, T0: event.Now()}
+	if t := told(); t != 0 {
+		out.Told, out.Cause = t, context.Cause(lease.Context()).Error()
+	}
+	// Logged before Unlock: a worker killed during Unlock has left.
+	_ = w.log.Write(out)
+	w.unlock(ctx, lease, acq.Seq)
+	return time.Duration(rng.IntN(3)) * time.Millisecond
+}
+
+// track notes when lease's context is cancelled while its section runs:
+// code under it has been told to stop, whatever the cause (ErrLockLost, or
+// the Lock context's own deadline). The Told record is written at once (a
+// worker killed before its Out record still says it was told). The
+// returned func ends the tracking and returns when it was told (0: not).
+func (w *worker) track(ctx context.Context, lease *core.Lease, seq uint64) func() int64 {
+	leaseCtx := lease.Context()
 	var told atomic.Int64
 	fired := make(chan struct{})
 	stop := context.AfterFunc(leaseCtx, func() {
@@ -246,33 +291,24 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 		}
 		told.Store(t)
 		if ctx.Err() == nil { // not our own shutdown
-			_ = w.log.Write(event.Record{Ev: event.Told, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq, T0: t,
+			_ = w.log.Write(event.Record{Ev: event.Told, W: w.cfg.Slot, PID: w.pid, Seq: seq, T0: t,
 				Cause: context.Cause(leaseCtx).Error()})
 		}
 		close(fired)
 	})
-	_ = w.log.Write(acq)
+	return func() int64 {
+		if !stop() {
+			<-fired
+		}
+		return told.Load()
+	}
+}
 
-	// The critical section ignores the lease context, like careless user
-	// code: whether it was told is what the checker judges.
-	work := time.Duration(rng.Int64N(int64(5 * time.Millisecond)))
-	if l.long > 0 && rng.Float64() < l.long {
-		work = l.longLo + time.Duration(rng.Int64N(int64(l.longHi-l.longLo)))
-	}
-	sleep(ctx, work)
-	out := event.Record{Ev: event.Out, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq, Lock: l.lock, Kind: l.kind, T0: event.Now()}
-	if !stop() {
-		<-fired
-	}
-	if t := told.Load(); t != 0 {
-		out.Told, out.Cause = t, context.Cause(leaseCtx).Error()
-	}
-	// Logged before Unlock: a worker killed during Unlock has left.
-	_ = w.log.Write(out)
-
+// unlock releases lease (section seq) and logs the result.
+func (w *worker) unlock(ctx context.Context, lease *core.Lease, seq uint64) {
 	unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
 	defer cancelUnlock()
-	rel := event.Record{Ev: event.Rel, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq, T0: event.Now(),
+	rel := event.Record{Ev: event.Rel, W: w.cfg.Slot, PID: w.pid, Seq: seq, T0: event.Now(),
 		Bound: int64(unlockTimeout), BoundBy: event.BoundContext}
 	if err := lease.Unlock(unlockCtx); err != nil {
 		rel.Err = unlockClass(err)
@@ -280,14 +316,48 @@ func (w *worker) once(ctx context.Context, l loop, rng *rand.Rand) (pause time.D
 	rel.T1 = event.Now()
 	w.lost.take(lease) // lost after it left, if at all
 	_ = w.log.Write(rel)
-	return time.Duration(rng.IntN(3)) * time.Millisecond
+}
+
+// reenter locks the section's lock again under its lease's context (a
+// re-entry: same owner, same hold, same token), half the time with the
+// fixed LeaseTime, works a little and unlocks. It is a section of its own
+// in the log, with Parent naming the section it re-entered.
+func (w *worker) reenter(ctx context.Context, l loop, parent *core.Lease, parentSeq uint64, rng *rand.Rand) {
+	acq := event.Record{Ev: event.Acq, W: w.cfg.Slot, PID: w.pid, Lock: l.lock, Kind: l.kind, N: 1,
+		Parent: parentSeq, Detail: "re-entry, WaitTimeout 1s"}
+	opts := []core.LockOption{core.WaitTimeout(time.Second)}
+	acq.Bound, acq.BoundBy = int64(time.Second), event.BoundWait
+	if rng.IntN(2) == 0 {
+		opts = append(opts, core.LeaseTime(w.cfg.LeaseTime))
+		acq.Lease = int64(w.cfg.LeaseTime)
+	}
+	acq.T0 = event.Now()
+	lease, err := w.c.Mutex(l.lock).Lock(parent.Context(), opts...)
+	acq.T1 = event.Now()
+	if err != nil {
+		acq.Err, acq.Cause = err.Error(), className(core.Classify(err))
+		_ = w.log.Write(acq)
+		return
+	}
+	acq.DOA = lease.Context().Err() != nil
+	acq.Seq = w.seq.Add(1)
+	acq.Token = lease.Token()
+	told := w.track(ctx, lease, acq.Seq)
+	_ = w.log.Write(acq)
+	sleep(ctx, time.Duration(rng.Int64N(int64(20*time.Millisecond))))
+	out := event.Record{Ev: event.Out, W: w.cfg.Slot, PID: w.pid, Seq: acq.Seq, Lock: l.lock, Kind: l.kind, T0: event.Now()}
+	if t := told(); t != 0 {
+		out.Told, out.Cause = t, context.Cause(lease.Context()).Error()
+	}
+	_ = w.log.Write(out)
+	w.unlock(ctx, lease, acq.Seq)
 }
 
 // acquire takes the loop's lock with core's public API.
 func (w *worker) acquire(ctx context.Context, l loop, n int, try bool, opts []core.LockOption) (*core.Lease, error) {
 	var lk core.Locker
 	switch l.kind {
-	case event.KindMutexWatchdog, event.KindMutexLease:
+	case event.KindMutexWatchdog, event.KindMutexLease, event.KindMutexReentry:
 		lk = w.c.Mutex(l.lock)
 	case event.KindFair:
 		lk = w.c.FairMutex(l.lock)

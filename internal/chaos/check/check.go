@@ -39,6 +39,12 @@ func Records(recs []event.Record) (*Report, error) {
 	for _, f := range r.faults {
 		rep.Faults[f.name]++
 	}
+	for _, f := range r.forces {
+		rep.Forces++
+		if f.freed {
+			rep.ForcesFreed++
+		}
+	}
 	for _, a := range r.attempts {
 		if a.err != "" {
 			rep.AcquireErrors[a.class]++
@@ -72,7 +78,7 @@ func Records(recs []event.Record) (*Report, error) {
 			rep.DOA = append(rep.DOA, s.id()+" "+s.kind+" on "+s.lock)
 			rep.DOAFaults = append(rep.DOAFaults, strings.Join(r.faultsAt(s.enter), ","))
 		} else if s.told != 0 && s.told-s.enter <= int64(LostAtEntry) && strings.Contains(s.cause, "lost") &&
-			!r.restartBetween(s.call, s.told) {
+			!r.restartBetween(s.call, s.told) && !r.forcedBetween(s.lock, s.call, s.told) {
 			rep.LostAtEntry = append(rep.LostAtEntry, fmt.Sprintf("%s %s on %s, %v after Lock returned",
 				s.id(), s.kind, s.lock, time.Duration(s.told-s.enter)))
 			rep.LostAtEntryFaults = append(rep.LostAtEntryFaults, strings.Join(r.faultsAt(s.enter), ","))
@@ -90,6 +96,7 @@ func Records(recs []event.Record) (*Report, error) {
 		} else {
 			rep.Overlaps = append(rep.Overlaps, r.overlaps(secs)...)
 		}
+		rep.ReentryTokens = append(rep.ReentryTokens, r.reentries(secs)...)
 		inv, checks, across := r.fencing(secs)
 		rep.Inversions = append(rep.Inversions, inv...)
 		rep.FenceChecks += checks
@@ -150,6 +157,7 @@ func (r *run) overlap(earlier, later *section, c Class) Overlap {
 		Overlap: time.Duration(min(earlier.exit, later.exit) - later.enter),
 		Faults:  r.faultsAt(later.enter),
 	}
+	o.Forced = r.forcedBetween(later.lock, earlier.enter, later.enter)
 	if earlier.told == 0 {
 		o.Untold = true
 	} else {
@@ -190,6 +198,9 @@ func (r *run) overlaps(secs []*section) []Overlap {
 			return // an empty section overlaps nothing
 		}
 		for _, x := range inside {
+			if nested(x, y) {
+				continue // a re-entry shares its parent's hold
+			}
 			if event.Exclusive(x.kind) || event.Exclusive(y.kind) {
 				out = append(out, r.overlap(x, y, r.classify(x, y)))
 			}
@@ -266,6 +277,13 @@ func latestUntold(active []*section) *section {
 // the inversions, how many acquisitions were compared with an earlier one,
 // and how many of those comparisons spanned an empty restart.
 func (r *run) fencing(secs []*section) (out []Inversion, checks, across int) {
+	fresh := make([]*section, 0, len(secs))
+	for _, s := range secs {
+		if s.parent == 0 { // a re-entry has its hold's token (reentries)
+			fresh = append(fresh, s)
+		}
+	}
+	secs = fresh
 	byCall := append([]*section(nil), secs...)
 	sort.Slice(byCall, func(i, j int) bool { return byCall[i].call < byCall[j].call })
 	byReturn := append([]*section(nil), secs...)
@@ -313,4 +331,27 @@ func (r *run) fencing(secs []*section) (out []Inversion, checks, across int) {
 		}
 	}
 	return out, checks, across
+}
+
+// reentries checks that each re-entry got the token of the hold it
+// re-entered, unless that hold's lease had been told of its end before
+// the re-entry returned (then a fresh hold is right).
+func (r *run) reentries(secs []*section) []string {
+	bySeq := make(map[[2]uint64]*section)
+	for _, s := range secs {
+		bySeq[[2]uint64{uint64(s.pid), s.seq}] = s
+	}
+	var out []string
+	for _, s := range secs {
+		if s.parent == 0 {
+			continue
+		}
+		p := bySeq[[2]uint64{uint64(s.pid), s.parent}]
+		if p == nil || s.token == p.token || (p.told != 0 && p.told <= s.enter) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s re-entered %s on %s: token %d, its hold's %d (faults %s)",
+			s.id(), p.id(), s.lock, s.token, p.token, strings.Join(r.faultsAt(s.enter), ",")))
+	}
+	return out
 }

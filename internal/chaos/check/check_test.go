@@ -528,3 +528,73 @@ func TestStarvedEarlierHolder(t *testing.T) {
 	n.add(event.Record{Ev: event.Starved, PID: 1, T0: ms(10), T1: ms(25)})
 	onlyClass(t, n.check(t).Overlaps, ClassViolation)
 }
+
+func parent(seq uint64) func(acq, rel *event.Record) {
+	return func(acq, _ *event.Record) { acq.Parent = seq }
+}
+
+func TestReentrySharesItsHold(t *testing.T) {
+	var l logs
+	l.cs(1, "m", event.KindMutexReentry, 0, 1, 30, token(5))
+	l.cs(1, "m", event.KindMutexReentry, 10, 11, 20, token(5), parent(1)) // inside its parent: one hold
+	l.cs(2, "m", event.KindMutexReentry, 25, 31, 40, token(6))
+	rep := l.check(t)
+	if len(rep.Overlaps) != 0 || len(rep.Inversions) != 0 || len(rep.ReentryTokens) != 0 {
+		t.Fatalf("a re-entry inside its own hold: got overlaps %v, inversions %v, re-entry findings %v; want none",
+			rep.Overlaps, rep.Inversions, rep.ReentryTokens)
+	}
+	if f := rep.Failures(); len(f) != 0 {
+		t.Fatalf("failures: %v", f)
+	}
+}
+
+func TestReentryWithAnotherTokenWhileUntold(t *testing.T) {
+	var l logs
+	l.cs(1, "m", event.KindMutexReentry, 0, 1, 30, token(5))
+	l.cs(1, "m", event.KindMutexReentry, 10, 11, 20, token(7), parent(1)) // a fresh hold filed under the old
+	// Told before the re-entry returned: a fresh hold is right then.
+	l.cs(2, "n", event.KindMutexReentry, 0, 1, 30, token(5), told(9))
+	l.cs(2, "n", event.KindMutexReentry, 10, 11, 20, token(7), parent(3))
+	rep := l.check(t)
+	if len(rep.ReentryTokens) != 1 || !strings.Contains(rep.ReentryTokens[0], "token 7, its hold's 5") ||
+		!strings.Contains(rep.ReentryTokens[0], " on m:") {
+		t.Fatalf("re-entry findings: got %v, want one on m (token 7, its hold's 5)", rep.ReentryTokens)
+	}
+	if len(rep.Failures()) != 1 {
+		t.Fatalf("failures: got %v, want the re-entry one", rep.Failures())
+	}
+}
+
+func TestForceUnlockVictimMustBeToldFirst(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 50)           // force-unlocked at 10, never told
+	l.cs(2, "m", mutex, 5, 12, 20)          // the waiter the force-unlock let in
+	l.cs(3, "n", mutex, 0, 1, 50, told(11)) // told before the next holder entered
+	l.cs(4, "n", mutex, 5, 12, 20)
+	l.add(event.Record{Ev: event.Force, Lock: "m", T0: ms(10), T1: ms(11), N: 1})
+	l.add(event.Record{Ev: event.Force, Lock: "n", T0: ms(10), T1: ms(11), N: 1})
+	rep := l.check(t)
+	var viol, tld int
+	for _, o := range rep.Overlaps {
+		if !o.Forced {
+			t.Fatalf("overlap %v not marked as following a force-unlock", o)
+		}
+		switch o.Class {
+		case ClassViolation:
+			viol++
+		case ClassTold:
+			tld++
+		}
+	}
+	if viol != 1 || tld != 1 {
+		t.Fatalf("got %d violations and %d told overlaps, want 1 and 1: %v", viol, tld, rep.Overlaps)
+	}
+	if rep.Forces != 2 || rep.ForcesFreed != 2 {
+		t.Fatalf("forces: got %d (%d freed), want 2 (2)", rep.Forces, rep.ForcesFreed)
+	}
+	var out bytes.Buffer
+	rep.Write(&out)
+	if !strings.Contains(out.String(), "after a force-unlock of the lock: 2 (1 with the earlier holder not told)") {
+		t.Fatalf("report does not count the forced overlaps:\n%s", out.String())
+	}
+}

@@ -54,7 +54,8 @@ type section struct {
 	cause string
 	// open: no Out record; exit is the process's death or the end of the run.
 	open      bool
-	released  bool // Unlock returned (Rel record)
+	parent    uint64 // the section (same process) it re-entered, 0 if fresh
+	released  bool   // Unlock returned (Rel record)
 	unlockErr string
 }
 
@@ -80,6 +81,14 @@ type attempt struct {
 
 type window struct{ from, to int64 }
 
+// force is one force-unlock of lock by the operator, called at from,
+// returned at to.
+type force struct {
+	lock     string
+	from, to int64
+	freed    bool
+}
+
 // restart is Redis killed (from), a new server launched (start) and seen
 // answering (to).
 type restart struct{ from, start, to int64 }
@@ -101,6 +110,7 @@ type run struct {
 	pauses     map[int][]window // pid → SIGSTOP..SIGCONT
 	starved    map[int][]window // pid → times the process did not run
 	restarts   []restart
+	forces     []force
 	exits      []event.Record
 	panics     []event.Record
 	summaries  []event.Record
@@ -151,7 +161,8 @@ func parse(recs []event.Record) (*run, error) {
 				continue
 			}
 			s := &section{w: rec.W, pid: rec.PID, seq: rec.Seq, lock: rec.Lock, kind: rec.Kind, n: n,
-				size: rec.Size, token: rec.Token, lease: rec.Lease, call: rec.T0, enter: rec.T1, doa: rec.DOA, open: true}
+				size: rec.Size, token: rec.Token, lease: rec.Lease, call: rec.T0, enter: rec.T1, doa: rec.DOA, open: true,
+				parent: rec.Parent}
 			k := key{rec.PID, rec.Seq}
 			if _, dup := open[k]; dup {
 				return nil, fmt.Errorf("two acquisitions logged as pid %d seq %d", rec.PID, rec.Seq)
@@ -189,6 +200,8 @@ func parse(recs []event.Record) (*run, error) {
 			}
 		case event.Fault:
 			r.faults = append(r.faults, fault{name: rec.Fault, target: rec.Target, from: rec.T0, to: rec.T1})
+		case event.Force:
+			r.forces = append(r.forces, force{lock: rec.Lock, from: rec.T0, to: rec.T1, freed: rec.N == 1})
 		case event.Pause:
 			r.pauses[rec.PID] = append(r.pauses[rec.PID], window{rec.T0, rec.T1})
 		case event.Restart:
@@ -254,6 +267,22 @@ func (r *run) restartBetween(from, to int64) bool {
 		}
 	}
 	return false
+}
+
+// forcedBetween reports whether lock was force-unlocked by the operator
+// (the call was made) after from and before to.
+func (r *run) forcedBetween(lock string, from, to int64) bool {
+	for _, f := range r.forces {
+		if f.lock == lock && f.to > from && f.from < to {
+			return true
+		}
+	}
+	return false
+}
+
+// nested reports whether x and y are one hold: one re-entered the other.
+func nested(x, y *section) bool {
+	return x.pid == y.pid && (x.parent == y.seq || y.parent == x.seq)
 }
 
 // lostInRestart reports whether a hold won by a Lock that returned at enter

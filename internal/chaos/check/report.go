@@ -61,9 +61,13 @@ type Overlap struct {
 	// was handed out dead or dying.
 	LaterTold    time.Duration
 	LaterToldSet bool
-	InUse        int // semaphore: permits in use counting the new holder
-	Size         int
-	Faults       []string // faults active around At
+	// Forced: an operator force-unlocked the lock after the earlier holder
+	// entered and before the later one did. The earlier holder still had
+	// to be told first; this says what took its hold.
+	Forced bool
+	InUse  int // semaphore: permits in use counting the new holder
+	Size   int
+	Faults []string // faults active around At
 }
 
 // Inversion is a fencing token not larger than one handed out before.
@@ -134,6 +138,14 @@ type Report struct {
 	LostAtEntry       []string
 	LostAtEntryFaults []string
 	Inversions        []Inversion
+	// ReentryTokens lists re-entries (a Lock under a lease's context)
+	// whose token differs from the hold they re-entered while that lease
+	// was untold: the re-entry took a fresh hold and the lease it claimed
+	// to share was lost without being told.
+	ReentryTokens []string
+	// Forces counts the operator's force-unlocks, ForcesFreed those that
+	// freed a hold.
+	Forces, ForcesFreed int
 	// FenceChecks counts acquisitions whose token was compared with an
 	// earlier one; FenceAcrossRestart those where an empty restart lay
 	// between the two.
@@ -235,6 +247,7 @@ func (r *Report) Failures() []string {
 	}
 	add(inv, "%d fencing inversions", inv)
 	add(dup, "%d duplicate fencing tokens", dup)
+	add(len(r.ReentryTokens), "%d re-entries with another token than the untold hold they re-entered", len(r.ReentryTokens))
 	add(len(r.Panics), "%d panics", len(r.Panics))
 	add(len(r.Crashes), "%d crashed or hung workers", len(r.Crashes))
 	add(len(r.Leaks), "%d leaked goroutines", len(r.Leaks))
@@ -292,12 +305,29 @@ func (r *Report) Write(w io.Writer) {
 	for _, c := range classes {
 		p("  %-32s %d", string(c)+":", countClass(r.Overlaps, c))
 	}
+	if r.Forces > 0 {
+		forced, forcedBad := 0, 0
+		for _, o := range r.Overlaps {
+			if o.Forced {
+				forced++
+				if o.Class == ClassViolation {
+					forcedBad++
+				}
+			}
+		}
+		p("  after a force-unlock of the lock: %d (%d with the earlier holder not told); %d force-unlocks, %d freed a hold",
+			forced, forcedBad, r.Forces, r.ForcesFreed)
+	}
 	if byCause := r.toldBy(); len(byCause) > 0 {
 		p("  told, by cause:                 %s", counts(byCause))
 	}
 	p("semaphore over-admissions: %d", len(r.Overadmitted))
 	for _, c := range classes {
 		p("  %-32s %d", string(c)+":", countClass(r.Overadmitted, c))
+	}
+	p("re-entries: token of another hold than the one re-entered, while it was untold: %d", len(r.ReentryTokens))
+	for _, x := range r.ReentryTokens {
+		p("  %s", x)
 	}
 	p("dead-on-arrival leases: %d (context already cancelled when Lock returned)", len(r.DOA))
 	p("leases lost within %v of Lock returning: %d", LostAtEntry, len(r.LostAtEntry))
@@ -466,4 +496,4 @@ func firstLines(s string, n int) string {
 }
 
 // kinds lists every kind a report counts, so zero counts show too.
-var kinds = []string{event.KindMutexWatchdog, event.KindMutexLease, event.KindFair, event.KindRead, event.KindWrite, event.KindSemaphore}
+var kinds = []string{event.KindMutexWatchdog, event.KindMutexLease, event.KindMutexReentry, event.KindFair, event.KindRead, event.KindWrite, event.KindSemaphore}

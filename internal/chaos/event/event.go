@@ -67,21 +67,26 @@ const (
 	Restart = "restart"
 	// RunEnd marks the end of the run (T1): the driver then stops workers.
 	RunEnd = "end"
+	// Force is one force-unlock by the operator (during a FaultForce):
+	// Lock, called at T0, returned at T1, N = 1 when it freed a hold, Err
+	// if it failed (it may still have freed the lock).
+	Force = "force"
 )
 
 // Fault names (Record.Fault).
 const (
-	FaultLatency   = "latency"   // every proxy delays each chunk a few ms
-	FaultSpike     = "spike"     // 0.3-2.5s per chunk: replies after a fixed lease, some after go-redis's read timeout
-	FaultReset     = "reset"     // connections reset (proxy Drop), then Pass
-	FaultPartition = "partition" // one worker black-holed for longer than the lease
-	FaultKill      = "kill"      // kill -9 of one worker, then a new one
-	FaultStop      = "stop"      // SIGSTOP of one worker, SIGCONT later
-	FaultRestart   = "restart"   // kill -9 of redis-server, a new empty one on the same port
+	FaultLatency   = "latency"      // every proxy delays each chunk a few ms
+	FaultSpike     = "spike"        // 0.3-2.5s per chunk: replies after a fixed lease, some after go-redis's read timeout
+	FaultReset     = "reset"        // connections reset (proxy Drop), then Pass
+	FaultPartition = "partition"    // one worker black-holed for longer than the lease
+	FaultKill      = "kill"         // kill -9 of one worker, then a new one
+	FaultStop      = "stop"         // SIGSTOP of one worker, SIGCONT later
+	FaultRestart   = "restart"      // kill -9 of redis-server, a new empty one on the same port
+	FaultForce     = "force-unlock" // an operator force-unlocks random locks (Force records)
 )
 
 // Faults lists every fault name, in a fixed order.
-var Faults = []string{FaultLatency, FaultSpike, FaultReset, FaultPartition, FaultKill, FaultStop, FaultRestart}
+var Faults = []string{FaultLatency, FaultSpike, FaultReset, FaultPartition, FaultKill, FaultStop, FaultRestart, FaultForce}
 
 // What bounded a call (Record.BoundBy).
 const (
@@ -93,10 +98,14 @@ const (
 const (
 	KindMutexWatchdog = "mutex-watchdog" // core Mutex renewed by the watchdog
 	KindMutexLease    = "mutex-lease"    // core Mutex with a fixed LeaseTime
-	KindFair          = "fair"
-	KindRead          = "read"
-	KindWrite         = "write"
-	KindSemaphore     = "semaphore"
+	// KindMutexReentry: a core Mutex taken for an owner chosen with
+	// core.WithOwner and reused from one acquisition to the next (one owner
+	// per job attempt, retried), re-entered inside with lease.Context().
+	KindMutexReentry = "mutex-reentry"
+	KindFair         = "fair"
+	KindRead         = "read"
+	KindWrite        = "write"
+	KindSemaphore    = "semaphore"
 )
 
 // Exclusive reports whether holders of kind exclude every other holder of
@@ -117,6 +126,9 @@ type Record struct {
 	W   int    `json:"w"`             // worker slot (0..workers-1)
 	PID int    `json:"pid,omitempty"` // worker process id
 	Seq uint64 `json:"seq,omitempty"` // critical-section number within the process
+	// Parent is the Seq of the section an Acq re-entered (a nested Lock
+	// under its lease's context, same process), 0 for a fresh one.
+	Parent uint64 `json:"parent,omitempty"`
 
 	Lock  string `json:"lock,omitempty"`
 	Kind  string `json:"kind,omitempty"`
