@@ -134,7 +134,7 @@ func startHolder(t *testing.T, addr, service string) *holder {
 		}
 	}()
 	t.Cleanup(func() {
-		_ = stdin.Close() // the holder unlocks what it holds and exits
+		_ = stdin.Close() // the holder exits; what it holds lapses with its leases
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
 		select {
