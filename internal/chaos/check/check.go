@@ -143,6 +143,8 @@ func (r *run) classify(earlier, later *section) Class {
 		return ClassStarved
 	case r.lostInRestart(earlier.enter, later.enter):
 		return ClassRestart
+	case r.forcedAndHeard(later.lock, earlier, later.enter):
+		return ClassForced
 	}
 	return ClassViolation
 }

@@ -565,36 +565,37 @@ func TestReentryWithAnotherTokenWhileUntold(t *testing.T) {
 	}
 }
 
-func TestForceUnlockVictimMustBeToldFirst(t *testing.T) {
+func TestForceUnlockVictimMustHearAtItsNextRenewal(t *testing.T) {
 	var l logs
-	l.cs(1, "m", mutex, 0, 1, 50)           // force-unlocked at 10, never told
+	l.cs(1, "m", mutex, 0, 1, 50)           // force-unlocked at 10, never told, left at 50
 	l.cs(2, "m", mutex, 5, 12, 20)          // the waiter the force-unlock let in
 	l.cs(3, "n", mutex, 0, 1, 50, told(11)) // told before the next holder entered
 	l.cs(4, "n", mutex, 5, 12, 20)
-	l.add(event.Record{Ev: event.Force, Lock: "m", T0: ms(10), T1: ms(11), N: 1})
-	l.add(event.Record{Ev: event.Force, Lock: "n", T0: ms(10), T1: ms(11), N: 1})
+	l.cs(5, "o", mutex, 0, 1, 5000) // never told, still inside 5s later: past ForceGrace
+	l.cs(6, "o", mutex, 5, 12, 20)
+	for _, lock := range []string{"m", "n", "o"} {
+		l.add(event.Record{Ev: event.Force, Lock: lock, T0: ms(10), T1: ms(11), N: 1})
+	}
 	rep := l.check(t)
-	var viol, tld int
+	got := make(map[string]Class)
 	for _, o := range rep.Overlaps {
 		if !o.Forced {
 			t.Fatalf("overlap %v not marked as following a force-unlock", o)
 		}
-		switch o.Class {
-		case ClassViolation:
-			viol++
-		case ClassTold:
-			tld++
+		got[o.Lock] = o.Class
+	}
+	want := map[string]Class{"m": ClassForced, "n": ClassTold, "o": ClassViolation}
+	for lock, c := range want {
+		if got[lock] != c {
+			t.Errorf("lock %s: class %q, want %q (all: %v)", lock, got[lock], c, rep.Overlaps)
 		}
 	}
-	if viol != 1 || tld != 1 {
-		t.Fatalf("got %d violations and %d told overlaps, want 1 and 1: %v", viol, tld, rep.Overlaps)
-	}
-	if rep.Forces != 2 || rep.ForcesFreed != 2 {
-		t.Fatalf("forces: got %d (%d freed), want 2 (2)", rep.Forces, rep.ForcesFreed)
+	if rep.Forces != 3 || rep.ForcesFreed != 3 {
+		t.Fatalf("forces: got %d (%d freed), want 3 (3)", rep.Forces, rep.ForcesFreed)
 	}
 	var out bytes.Buffer
 	rep.Write(&out)
-	if !strings.Contains(out.String(), "after a force-unlock of the lock: 2 (1 with the earlier holder not told)") {
+	if !strings.Contains(out.String(), "after a force-unlock of the lock: 3 (1 with the earlier holder not told)") {
 		t.Fatalf("report does not count the forced overlaps:\n%s", out.String())
 	}
 }

@@ -11,9 +11,11 @@
 //     holder entered), [ClassDOA] (the later lease was dead on arrival),
 //     [ClassPaused] (its process was stopped around then), [ClassStarved]
 //     (its process did not run around then: CPU starvation), [ClassRestart]
-//     (Redis lost every lock in an empty restart since it entered) or
-//     otherwise [ClassViolation]: the earlier holder was not told, and
-//     mutual exclusion broke;
+//     (Redis lost every lock in an empty restart since it entered),
+//     [ClassForced] (an operator force-unlocked it, and it heard of that
+//     within ForceGrace: at its next renewal) or otherwise
+//     [ClassViolation]: the earlier holder was not told, and mutual
+//     exclusion broke;
 //   - semaphore over-admission, classified the same way;
 //   - dead-on-arrival leases (the context already cancelled at entry);
 //   - fencing inversions and duplicates: an acquisition that returned before

@@ -280,6 +280,26 @@ func (r *run) forcedBetween(lock string, from, to int64) bool {
 	return false
 }
 
+// ForceGrace is how soon a holder must hear of a force-unlock of its lock:
+// at its next renewal, within the workers' watchdog timeout (3s).
+const ForceGrace = 3 * time.Second
+
+// forcedAndHeard reports whether lock was force-unlocked after the earlier
+// holder entered and before to, and that holder heard of it (its lease
+// context was cancelled, or it left) within ForceGrace of the force-unlock.
+func (r *run) forcedAndHeard(lock string, earlier *section, to int64) bool {
+	heard := earlier.told
+	if heard == 0 {
+		heard = earlier.exit
+	}
+	for _, f := range r.forces {
+		if f.lock == lock && f.to > earlier.enter && f.from < to && heard-f.from <= int64(ForceGrace) {
+			return true
+		}
+	}
+	return false
+}
+
 // nested reports whether x and y are one hold: one re-entered the other.
 func nested(x, y *section) bool {
 	return x.pid == y.pid && (x.parent == y.seq || y.parent == x.seq)

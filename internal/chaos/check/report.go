@@ -33,12 +33,17 @@ const (
 	// ClassRestart: Redis restarted empty after the earlier holder entered;
 	// every lock was lost with the data. A documented limit.
 	ClassRestart Class = "lock lost in an empty restart"
+	// ClassForced: an operator force-unlocked the lock after the earlier
+	// holder entered, and the holder heard of it (was told, or left) within
+	// ForceGrace: a holder learns of a force-unlock at its next renewal. A
+	// documented limit (ForceUnlock's doc, KINDS.md).
+	ClassForced Class = "force-unlocked by an operator, holder told at its next renewal"
 	// ClassViolation: the earlier holder was not told. Mutual exclusion
 	// broke.
 	ClassViolation Class = "earlier holder not told"
 )
 
-var classes = []Class{ClassViolation, ClassTold, ClassDOA, ClassPaused, ClassStarved, ClassRestart}
+var classes = []Class{ClassViolation, ClassTold, ClassDOA, ClassPaused, ClassStarved, ClassRestart, ClassForced}
 
 // Overlap is two holders of one lock inside at once (at least one of them
 // exclusive), or one admission past a semaphore's permits (Later is the
