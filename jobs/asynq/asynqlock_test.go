@@ -466,3 +466,42 @@ func TestCaseVariantPayloadCannotBypassLock(t *testing.T) {
 		t.Errorf("handler ran %d times while order:2 was held, want 0", n)
 	}
 }
+
+// The documented knob: with OnBusyRetry's default delay (1s, jittered
+// 0.5–1.5s) and Config.DelayedTaskCheckInterval at 1s, a busy task runs
+// within about 3.5s of the holder's release (delay + asynq's whole-second
+// due times + one check interval), not the 5–7s of asynq's default 5s
+// check.
+func TestBusyTaskReturnsSoonAfterReleaseWithOneSecondCheck(t *testing.T) {
+	e := newEnv(t)
+	done := make(chan time.Time, 1)
+	mux := asynq.NewServeMux()
+	mux.Use(asynqlock.Middleware(e.locks, asynqlock.WithTask("order:pay", "order:{payload.order_id}")))
+	mux.HandleFunc("order:pay", func(context.Context, *asynq.Task) error {
+		done <- time.Now()
+		return nil
+	})
+	rec := newBusyRecorder()
+	e.serve(t, mux, func(c *asynq.Config) {
+		c.DelayedTaskCheckInterval = time.Second
+		c.ErrorHandler = rec
+	})
+
+	release := e.hold(t, "order:11")
+	e.enqueue(t, "order:pay", `{"order_id": "11"}`, asynq.MaxRetry(3))
+	select {
+	case <-rec.busy:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no busy attempt within 10s")
+	}
+	released := time.Now()
+	release()
+	select {
+	case ran := <-done:
+		if took := ran.Sub(released); took > 3500*time.Millisecond {
+			t.Errorf("the task ran %s after the release, want ≤ 3.5s with a 1s DelayedTaskCheckInterval", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task did not run within 10s of the release")
+	}
+}

@@ -62,7 +62,9 @@ func busyDelay(base, ttl time.Duration) time.Duration {
 // asynq schedules retries with one-second resolution and moves due retries
 // to their queue every Config.DelayedTaskCheckInterval (default 5s), so a
 // busy task actually runs again between Delay−1s and
-// Delay+DelayedTaskCheckInterval later.
+// Delay+1s+DelayedTaskCheckInterval later: 5–7s after the release with
+// asynq's default. Set DelayedTaskCheckInterval to time.Second to bring it
+// back within about 3.5s (see the example).
 func RetryDelay(fallback asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 	if fallback == nil {
 		fallback = asynq.DefaultRetryDelayFunc

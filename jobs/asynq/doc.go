@@ -49,8 +49,12 @@
 //
 // When another attempt holds the lock, the task is by default retried
 // later: the handler returns a [*BusyError]. Install [RetryDelay] and
-// [IsFailure] in the server's asynq.Config so that busy retries come back
-// after about a second and do not count against MaxRetry. [OnBusySkip]
+// [IsFailure] in the server's asynq.Config so that busy retries are
+// scheduled about a second later and do not count against MaxRetry; asynq
+// then runs a due retry at its next delayed-task check, every
+// asynq.Config.DelayedTaskCheckInterval (5s by default: set it to 1s for a
+// busy task to come back within about 3.5s of the release, see
+// [RetryDelay]). [OnBusySkip]
 // drops the duplicate instead (singleton jobs); [WithWait] (or
 // [OnBusyWait], which is WithWait plus a retry) waits for the lock up to a
 // bound first. OnBusySkip with OnBusyRetry or OnBusyWait in one scope is a

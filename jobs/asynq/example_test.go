@@ -114,3 +114,15 @@ func ExampleRetryDelay() {
 	}
 	_ = cfg
 }
+
+// A busy task is retried about a second later, but asynq runs a due retry
+// only at its next delayed-task check (every 5s by default). A 1s interval
+// brings busy tasks back within about 3.5s of the holder's release.
+func ExampleRetryDelay_checkInterval() {
+	cfg := asynq.Config{
+		RetryDelayFunc:           asynqlock.RetryDelay(nil),
+		IsFailure:                asynqlock.IsFailure(nil),
+		DelayedTaskCheckInterval: time.Second,
+	}
+	_ = cfg
+}
