@@ -86,7 +86,7 @@ func (c coreLock) lock(ctx context.Context) (held, error) {
 
 // compareAndDelete releases the bare lock: delete the key only if it still
 // holds our value.
-var compareAndDelete = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
+var compareAndDelete = redis.NewScriptServerSHA(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
 
 // errBareNotHeld is a bare release that found someone else's value (or
 // none): the bare lock was not exclusive, which the harness must report.
