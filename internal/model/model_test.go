@@ -68,7 +68,7 @@ func runSeed(t *testing.T, seed uint64) int {
 		clients:           3,
 		watchdog:          3 * time.Second,
 		slack:             30 * time.Millisecond,
-		toldWithin:        time.Second + 300*time.Millisecond,
+		toldWithin:        3*time.Second/2 + 300*time.Millisecond, // 1.5 renewal intervals (watchdog/3) + slack
 		toldWithinRestart: 700 * time.Millisecond,
 		quiesceEvery:      100,
 		without:           make(map[string]bool),

@@ -26,8 +26,9 @@ type config struct {
 	// overlap counts.
 	slack time.Duration
 	// toldWithin bounds how long a holder whose lock was taken from it (a
-	// force-unlock, an empty restart) may go untold: the renewal interval
-	// plus slack.
+	// force-unlock, an empty restart) may go untold: one and a half
+	// renewal intervals (a hold confirmed less than half an interval before
+	// a tick waits for the next one) plus slack.
 	toldWithin time.Duration
 	// toldWithinRestart is the same bound after an empty restart (the
 	// Client watches for restarts on its own, faster than renewals).
