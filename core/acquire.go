@@ -119,7 +119,7 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 	if !time.Now().Before(deadline) {
 		a.giveBack()
 		return nil, true, fmt.Errorf("keylock: acquire %q: %w: the reply took %s, past the safety deadline of a %s lease; gave the lock back",
-			a.info.Name, ErrUnavailable, time.Since(sent).Round(time.Millisecond), lease)
+			a.info.Name, inner(ErrUnavailable), time.Since(sent).Round(time.Millisecond), lease)
 	}
 	p := a.p
 	if f, ok := p.(interface {
@@ -148,7 +148,7 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 		cancel(ErrLockLost)
 		a.giveBack()
 		return nil, true, fmt.Errorf("keylock: acquire %q: %w: the hold this reply won (token %d) was already replaced by a later one",
-			a.info.Name, ErrUnavailable, rep.token)
+			a.info.Name, inner(ErrUnavailable), rep.token)
 	}
 	if err := ctx.Err(); err != nil {
 		c.removeLease(l)
@@ -156,7 +156,7 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 		a.giveBack()
 		if cause := context.Cause(ctx); cause != err {
 			// e.g. ErrLockLost: the lease this Lock ran under was lost
-			return nil, false, fmt.Errorf("keylock: acquire %q: won the lock as the context ended, gave it back: %w (%w)", a.info.Name, err, cause)
+			return nil, false, fmt.Errorf("keylock: acquire %q: won the lock as the context ended, gave it back: %w (%w)", a.info.Name, err, inner(cause))
 		}
 		return nil, false, fmt.Errorf("keylock: acquire %q: won the lock as the context ended, gave it back: %w", a.info.Name, err)
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -84,10 +85,28 @@ type redisError struct {
 }
 
 func (e *redisError) Error() string {
-	return fmt.Sprintf("keylock: %s %q: %v", e.op, e.name, e.err)
+	return fmt.Sprintf("keylock: %s %q: %v", e.op, e.name, inner(e.err))
 }
 
 func (e *redisError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
+
+// inner is err for use inside a longer keylock message: the same error
+// (errors.Is and errors.As see through it) printed without the "keylock: "
+// prefix, so that a message never reads "keylock: …: keylock: …".
+func inner(err error) error {
+	if err == nil {
+		return nil
+	}
+	return innerError{err}
+}
+
+type innerError struct{ err error }
+
+func (e innerError) Error() string {
+	msg := strings.TrimPrefix(e.err.Error(), "keylock: ")
+	return strings.ReplaceAll(msg, ": keylock: ", ": ") // deeper in, too
+}
+func (e innerError) Unwrap() error { return e.err }
 
 func wrapRedis(op, name string, err error) error {
 	if err == nil {

@@ -55,7 +55,7 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 	if cause := context.Cause(l.ctx); errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrClosed) {
-		return fmt.Errorf("keylock: extend %q: %w", l.info.Name, cause)
+		return fmt.Errorf("keylock: extend %q: %w", l.info.Name, inner(cause))
 	}
 	ext, ok := l.p.(extender)
 	if !ok {
@@ -68,7 +68,7 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	}
 	if !held {
 		l.c.loseLease(l)
-		return fmt.Errorf("keylock: extend %q: %w", l.info.Name, ErrLockLost)
+		return fmt.Errorf("keylock: extend %q: %w", l.info.Name, inner(ErrLockLost))
 	}
 	l.c.extendDeadline(l, sent.Add(left-driftMargin(left)))
 	return nil

@@ -70,7 +70,7 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 					continue // the reply came too late to use: try again
 				}
 				return nil, fmt.Errorf("keylock: acquire %q: %w: %d wins in a row came back too late to use (the last round trip took %s, a %s lease allows less): the lease is too short for the round trip to Redis",
-					a.info.Name, ErrUnavailable, a.late, time.Since(sent).Round(time.Millisecond), a.t.lease)
+					a.info.Name, inner(ErrUnavailable), a.late, time.Since(sent).Round(time.Millisecond), a.t.lease)
 			}
 			return l, err
 		}
