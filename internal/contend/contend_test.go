@@ -162,7 +162,7 @@ func TestMeasureUncontended(t *testing.T) {
 // Mutex and FairMutex beside the bare SET NX lock, interleaved, and Mutex
 // again under context.Background() ("mutex-bgctx"). b.N is the
 // operations per goroutine and kind. It reports each kind's ops/s, its
-// ratio to the bare lock (issue 10's targets: ≥ 0.9 at 1 goroutine, ≥ 0.8
+// ratio to the bare lock (targets: ≥ 0.9 at 1 goroutine, ≥ 0.8
 // at 16), allocations, commands sent and commands Redis ran (scripts'
 // inner ones included) per operation.
 func BenchmarkUncontended(b *testing.B) {

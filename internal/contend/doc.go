@@ -1,4 +1,4 @@
-// Package contend is keylock's contention harness (issue 10): it measures
+// Package contend is keylock's contention harness: it measures
 // how the engine's locks behave when many processes want one lock at once,
 // beside a bare SET NX lock in the same run, so engine changes are judged
 // by numbers. `make contend` runs it in full (a few minutes) and prints

@@ -440,7 +440,7 @@ func TestOwnerPerAttemptAndPassThrough(t *testing.T) {
 	}
 }
 
-// The lock bypass of issue 11: with "order:{payload.order_id}", the payload
+// The lock bypass this guards against: with "order:{payload.order_id}", the payload
 // {"order_id":"1","ORDER_ID":"2"} used to lock order:1 while a handler
 // decoding into struct{ OrderID string `json:"order_id"` } got "2", so it
 // ran beside the holder of order:2. Such a payload is ambiguous: archived
