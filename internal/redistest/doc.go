@@ -7,6 +7,11 @@
 //     parallel (for Redlock-style quorum tests).
 //   - [NewCluster] starts a Redis Cluster of three or more masters and waits
 //     until every node agrees that all 16384 slots are served.
+//   - [NewSentinel] starts a Sentinel deployment (a master, its replicas and
+//     three sentinels, redis-server --sentinel) whose failovers take 1-3 s:
+//     [Sentinel.Failover] (planned, SENTINEL FAILOVER), [Sentinel.Crash]
+//     (kill -9 of the master), [Sentinel.WaitNewMaster] and
+//     [Sentinel.WaitClient] (a failover client reached the new master).
 //   - [Server.Kill] and [Server.Restart] simulate a crash and a recovery on the
 //     same port, as often as a test likes.
 //   - [NewProxy] puts a fault-injecting TCP proxy between a client and a
@@ -51,6 +56,6 @@
 // restarted: [Server.Kill], [Server.Restart] and [Server.Stop] skip the test
 // with "REDIS_ADDR is set: cannot kill/restart an external server".
 // Tests that use an external server share it, so they must not run in
-// parallel with each other. [NewServers] and [NewCluster] ignore REDIS_ADDR
+// parallel with each other. [NewServers], [NewCluster] and [NewSentinel] ignore REDIS_ADDR
 // and always spawn their own processes.
 package redistest
