@@ -96,6 +96,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	lost := errors.Is(context.Cause(l.ctx), ErrLockLost)
 	l.c.releaseStarted(l)
 	rep, err := l.release(ctx)
+	l.c.releaseOutcome(l, err) // retried if it failed, sent again after a failover (release_retry.go)
 	// Whatever the outcome, the lease leaves its hold now. On an error the
 	// caller is done with the lock even if Redis did not hear it: it is no
 	// longer renewed, so it expires within its lease unless a retried Unlock
@@ -131,7 +132,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 // soon as ctx ends; the release then lands or not on its own, and a retried
 // Unlock is safe either way (release receipts).
 func (l *Lease) release(ctx context.Context) (releaseReply, error) {
-	r := releaseArgs{owner: l.info.Owner, id: l.id, token: l.token, watchdog: l.watchdog, wdLease: l.c.cfg.watchdogTimeout}
+	r := l.args()
 	call := func() (releaseReply, error) {
 		cctx, cancel := l.c.callContext(ctx)
 		defer cancel()

@@ -55,8 +55,13 @@ type hub struct {
 	mode  atomic.Int32 // pubUnknown, pubPlain or pubSharded
 	probe *modeProbe   // the running mode probe, guarded by mu
 
+	// id names the presence channels of the hub's plain connections
+	// (pubsub_master.go); set before first use.
+	id string
+
 	mu     sync.Mutex
 	closed bool
+	opened int // plain connections opened: numbers their presence channels
 	conns  map[int]*psConn // by slot (-1: the plain connection)
 	chans  map[string]*subscription
 }

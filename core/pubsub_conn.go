@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -16,6 +17,12 @@ type psConn struct {
 	stop    context.CancelFunc // ends the writer, which closes ps
 	kick    chan struct{}      // buffered(1): ops were queued
 	retired bool               // stopped; its state no longer counts
+	opened  time.Time
+
+	// presence is a plain connection's own channel (pubsub_master.go);
+	// presenceReady is set once the server confirmed it.
+	presence      string
+	presenceReady bool
 
 	ops  []psOp
 	subs map[string]*subscription // channels with waiters on this connection
@@ -54,6 +61,7 @@ func (h *hub) open(slot int, sharded bool) *psConn {
 	conn := &psConn{
 		slot: slot, sharded: sharded, stop: stop, kick: make(chan struct{}, 1),
 		subs: make(map[string]*subscription), inflight: make(map[string]int), unsubs: make(map[string]int),
+		opened: time.Now(),
 	}
 	if sharded {
 		// The reader starts after the first SSUBSCRIBE (see write): started
@@ -61,6 +69,7 @@ func (h *hub) open(slot int, sharded bool) *psConn {
 		conn.ps = h.rdb.SSubscribe(context.Background())
 	} else {
 		conn.ps = h.rdb.Subscribe(context.Background())
+		h.subscribePresence(conn)
 		h.startReader(ctx, conn)
 	}
 	h.conns[slot] = conn

@@ -110,6 +110,9 @@ func (h *hub) confirmed(conn *psConn, channel string) {
 		delete(conn.inflight, channel)
 		asked = true
 	}
+	if channel == conn.presence {
+		conn.presenceReady = true
+	}
 	if s := conn.subs[channel]; s != nil {
 		switch {
 		case !s.isReady:

@@ -18,14 +18,25 @@ import (
 // failure of the Redis deployment, and the attempt may be retried.
 var ErrReplicaSync = errors.New("keylock: lock not acknowledged by enough replicas")
 
+// AllReplicas, as WithReplicaSync's count, makes every acquisition wait for
+// every replica of the master: the count follows the deployment (see
+// WithReplicaSync).
+const AllReplicas = -1
+
 // replicaSync is the replica-sync setting of one Client.
 type replicaSync struct {
-	replicas int
+	replicas int // AllReplicas: the deployment's count (replica_count.go)
 	timeout  time.Duration
 	// unsupported is set once the server rejected WAIT (some proxies and
 	// managed services do): replica sync is then skipped for good.
 	unsupported atomic.Bool
+	count       replicaCount // AllReplicas only
 }
+
+// acks is what WAIT reported for one acquisition: got replicas
+// acknowledged, want were asked for. got is noReplicaCheck when WAIT was not
+// sent.
+type acks struct{ got, want int }
 
 // WithReplicaSync makes every acquisition wait until at least replicas
 // replicas have acknowledged it, for at most timeout: the acquire script is
@@ -42,14 +53,31 @@ type replicaSync struct {
 // stays asynchronous. Fencing tokens (Lease.Token) are what keeps a stale
 // holder from doing damage.
 //
+// replicas may be AllReplicas: every acquisition then waits for as many
+// replicas as the master has had connected within the last
+// replicaForget (30s) — read from INFO replication at most once a second —
+// so the count follows the deployment: a replica added is waited for as
+// soon as it connects, and one removed stops being waited for 30s after it
+// left. This is the mode that closes a planned failover's window (a second
+// replica still attached to the old master cannot make up the count), and
+// its price is availability: no lock can be taken while a replica is down
+// or catching up, for up to 30s — and after a Sentinel failover until the
+// old master has rejoined as a replica of the new one (about 10s with
+// Sentinel's defaults). A master with no replica at all waits for none.
+// Where INFO is refused, the last count read is kept (1 if none was).
+//
+// A give-back (a lock the replicas did not acknowledge) that fails is
+// retried in the background until the hold's lease would have ended, and
+// sent once more if the master changes soon after (see Lease.Unlock).
+//
 // Where the server rejects WAIT (some proxies), replica sync turns itself
 // off on the first rejection and locks work as without it. timeout must be
 // shorter than the go-redis client's ReadTimeout, which bounds the whole
-// round trip. Default: off. It panics if replicas < 1 or timeout <= 0 (a
-// programming error).
+// round trip. Default: off. It panics if replicas < 1 (and is not
+// AllReplicas) or timeout <= 0 (a programming error).
 func WithReplicaSync(replicas int, timeout time.Duration) Option {
-	if replicas < 1 || timeout <= 0 {
-		panic(fmt.Sprintf("keylock: WithReplicaSync(%d, %s): need at least one replica and a positive timeout", replicas, timeout))
+	if (replicas < 1 && replicas != AllReplicas) || timeout <= 0 {
+		panic(fmt.Sprintf("keylock: WithReplicaSync(%d, %s): need at least one replica (or AllReplicas) and a positive timeout", replicas, timeout))
 	}
 	return func(c *config) { c.replica = &replicaSync{replicas: replicas, timeout: timeout} }
 }
@@ -58,66 +86,76 @@ func WithReplicaSync(replicas int, timeout time.Duration) Option {
 const noReplicaCheck = -1
 
 // evalWrite runs script s (EVALSHA, EVAL on NOSCRIPT). With replica sync on,
-// WAIT follows in the same pipeline, and acked is the number of replicas
-// that acknowledged the script's writes; otherwise acked is noReplicaCheck.
-func (c *Client) evalWrite(ctx context.Context, s *script, keys []string, args ...any) (v any, acked int, err error) {
+// WAIT follows in the same pipeline, and acked says how many replicas
+// acknowledged the script's writes of how many asked for; otherwise
+// acked.got is noReplicaCheck.
+func (c *Client) evalWrite(ctx context.Context, s *script, keys []string, args ...any) (v any, acked acks, err error) {
 	rs := c.cfg.replica
+	none := acks{got: noReplicaCheck}
 	if rs == nil || rs.unsupported.Load() {
 		v, err = s.run(ctx, c.rdb, keys, args...).Result()
-		return v, noReplicaCheck, err
+		return v, none, err
 	}
-	var target redis.Cmdable = c.rdb
+	var target redis.UniversalClient = c.rdb
 	cc, cluster := c.rdb.(*redis.ClusterClient)
 	if cluster {
 		// A pipeline would send the keyless WAIT to any node: send both to
 		// the master of the lock's slot.
 		node, err := cc.MasterForKey(ctx, keys[0])
 		if err != nil {
-			return nil, 0, err
+			return nil, none, err
 		}
 		target = node
 	}
-	v, wait, err := evalWait(ctx, target, c.scripts, s, keys, args, rs)
+	want := rs.replicas
+	if want == AllReplicas {
+		want = rs.count.of(ctx, target)
+	}
+	if want == 0 { // AllReplicas of a master without replicas
+		v, err = s.run(ctx, target, keys, args...).Result()
+		return v, none, err
+	}
+	v, wait, err := evalWait(ctx, target, c.scripts, s, keys, args, want, rs.timeout)
 	if err != nil {
 		if cluster && isRedirect(err) {
 			cc.ReloadState(ctx)
 		}
-		return nil, 0, err
+		return nil, none, err
 	}
 	n, werr := wait.Result()
 	var rerr redis.Error
 	switch {
 	case werr == nil:
-		return v, int(n), nil
+		return v, acks{got: int(n), want: want}, nil
 	case errors.As(werr, &rerr):
 		// The server (or a proxy) refuses WAIT: skip it from now on.
 		rs.unsupported.Store(true)
 		c.reportRefused(ctx, "WAIT", DegradeReplicaSync, werr)
-		return v, noReplicaCheck, nil
+		return v, none, nil
 	}
-	return v, 0, nil // the reply of WAIT was lost: count it as no replica
+	return v, acks{got: 0, want: want}, nil // the reply of WAIT was lost: count it as no replica
 }
 
 // evalWait sends EVALSHA and WAIT in one pipeline, and again with EVAL when
 // the server answered NOSCRIPT (WAIT then had nothing to wait for).
-func evalWait(ctx context.Context, target redis.Cmdable, sc *scriptCache, s *script, keys []string, args []any, rs *replicaSync) (any, *redis.IntCmd, error) {
+func evalWait(ctx context.Context, target redis.Cmdable, sc *scriptCache, s *script, keys []string, args []any, want int, timeout time.Duration) (any, *redis.IntCmd, error) {
 	pipe := redis.Pipeliner(scriptPipe{Pipeliner: target.Pipeline(), cache: sc})
 	cmd := s.EvalSha(ctx, pipe, keys, args...)
-	wait := waitCmd(ctx, pipe, rs)
+	wait := waitCmd(ctx, pipe, want, timeout)
 	_, _ = pipe.Exec(ctx)
 	if isNoScript(cmd.Err()) {
 		pipe = target.Pipeline()
 		cmd = s.Eval(ctx, pipe, keys, args...)
-		wait = waitCmd(ctx, pipe, rs)
+		wait = waitCmd(ctx, pipe, want, timeout)
 		_, _ = pipe.Exec(ctx)
 	}
 	v, err := cmd.Result()
 	return v, wait, err
 }
 
-// waitCmd queues WAIT replicas timeout-in-ms on pipe.
-func waitCmd(ctx context.Context, pipe redis.Pipeliner, rs *replicaSync) *redis.IntCmd {
-	cmd := redis.NewIntCmd(ctx, "wait", rs.replicas, rs.timeout.Milliseconds())
+// waitCmd queues WAIT want timeout-in-ms on pipe.
+func waitCmd(ctx context.Context, pipe redis.Pipeliner, want int, timeout time.Duration) *redis.IntCmd {
+	cmd := redis.NewIntCmd(ctx, "wait", want, timeout.Milliseconds())
 	_ = pipe.Process(ctx, cmd)
 	return cmd
 }
@@ -130,20 +168,26 @@ func isRedirect(err error) bool {
 // replicated checks an acquisition's replica acknowledgements. When too few
 // replicas acknowledged, it releases the hold just taken (one hold: a
 // re-entry goes back to its previous count) and returns an error matching
-// ErrReplicaSync and ErrUnavailable.
-func (c *Client) replicated(ctx context.Context, p protocol, t try, acked int) error {
+// ErrReplicaSync and ErrUnavailable. A give-back that fails is retried in
+// the background until the hold's lease would have ended (settle.go); one
+// that succeeds is sent again if a new master appears soon after
+// (release_retry.go): it may have landed on a master being demoted.
+func (c *Client) replicated(ctx context.Context, p protocol, t try, acked acks) error {
 	rs := c.cfg.replica
-	if rs == nil || acked == noReplicaCheck || acked >= rs.replicas {
+	if rs == nil || acked.got == noReplicaCheck || acked.got >= acked.want {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 	defer cancel()
 	undo := "released it again"
 	if err := p.abort(rctx, t); err != nil {
-		undo = fmt.Sprintf("releasing it failed (it expires with its lease): %v", err)
+		undo = fmt.Sprintf("releasing it failed, retrying in the background: %v", err)
+		c.settleLater(p, t)
+	} else {
+		c.releaseSent(func(ctx context.Context) error { return p.abort(ctx, t) }, time.Now().Add(max(t.lease, receiptTTL)))
 	}
 	return fmt.Errorf("%w: %w: %q: %d of %d replicas acknowledged within %s; %s",
-		ErrReplicaSync, ErrUnavailable, p.info().Name, acked, rs.replicas, rs.timeout, undo)
+		ErrReplicaSync, ErrUnavailable, p.info().Name, acked.got, acked.want, rs.timeout, undo)
 }
 
 // acquireScript is the acquire step of the kinds whose script answers the

@@ -42,12 +42,17 @@ const (
 type restartWatch struct {
 	kick chan struct{} // buffered(1): probe now (and wake from idle)
 	seen atomic.Uint64 // restarts noticed (tests read it)
+	// rehomed counts the hub's moves to the current master (tests read it).
+	rehomed atomic.Uint64
+	// sent is what is sent again on a new master (release_retry.go).
+	sent releaseLog
 }
 
 // startRestartWatch starts the restart watch. New calls it once.
 func (c *Client) startRestartWatch() {
 	c.restart.kick = make(chan struct{}, 1)
 	c.hub.kick = c.kickRestartWatch
+	c.hub.id = c.id
 	c.wg.Add(1)
 	go c.watchRestarts()
 }
@@ -63,7 +68,7 @@ func (c *Client) kickRestartWatch() {
 
 // busy reports whether the Client holds or waits for anything.
 func (c *Client) busy() bool {
-	if c.hub.busy() {
+	if c.hub.busy() || c.releasesPending() {
 		return true
 	}
 	c.mu.Lock()
@@ -100,10 +105,21 @@ func (c *Client) watchRestarts() {
 			}
 		}
 		last = time.Now()
-		if c.probeRestart(runIDs) {
+		switch restarted, misplaced := c.probeRestart(runIDs); {
+		case restarted:
 			c.restart.seen.Add(1)
+			if c.hub.rehome() {
+				c.restart.rehomed.Add(1)
+			}
 			c.hub.wakeAll()
 			c.renewNow()
+			c.resendRecent()
+		case misplaced:
+			// The hub's connection is on another server than the master
+			// (pubsub_master.go).
+			if c.hub.rehome() {
+				c.restart.rehomed.Add(1)
+			}
 		}
 		t.Reset(restartProbeEvery)
 		select {
@@ -121,8 +137,11 @@ func (c *Client) watchRestarts() {
 
 // probeRestart asks every master for its run_id and reports whether one
 // changed, or a master appeared, since the last probe. Masters that do not
-// answer keep their last run_id.
-func (c *Client) probeRestart(runIDs map[string]string) bool {
+// answer keep their last run_id. Outside a Cluster or Ring it also checks,
+// while the hub has a confirmed connection, that the master counts the
+// hub's presence channel (pubsub_master.go): misplaced reports that it does
+// not.
+func (c *Client) probeRestart(runIDs map[string]string) (restarted, misplaced bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), restartProbeTimeout)
 	defer cancel()
 	var mu sync.Mutex
@@ -156,15 +175,20 @@ func (c *Client) probeRestart(runIDs map[string]string) bool {
 		if id := infoRunID(info); err == nil && id != "" {
 			found[""] = id
 		}
+		if presence := c.hub.presence(); presence != "" {
+			if m, err := c.rdb.PubSubNumSub(ctx, presence).Result(); err == nil {
+				n, ok := m[presence]
+				misplaced = ok && n == 0
+			}
+		}
 	}
-	changed := false
 	for addr, id := range found {
 		if old, ok := runIDs[addr]; (ok && old != id) || (!ok && len(runIDs) > 0) {
-			changed = true
+			restarted = true
 		}
 		runIDs[addr] = id
 	}
-	return changed
+	return restarted, misplaced
 }
 
 // infoRunID returns the run_id field of an INFO server reply, or "".

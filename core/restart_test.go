@@ -49,7 +49,8 @@ func TestHolderNoticesEmptyRestart(t *testing.T) {
 	}
 }
 
-// A Client that holds and waits for nothing sends nothing to watch for
+// A Client that holds and waits for nothing, and released nothing within
+// the resend window (release_retry.go), sends nothing to watch for
 // restarts.
 func TestIdleClientDoesNotProbeForRestarts(t *testing.T) {
 	_, rdb := single(t)
@@ -61,7 +62,7 @@ func TestIdleClientDoesNotProbeForRestarts(t *testing.T) {
 	if n := infoCalls(t, rdb); n == 0 {
 		t.Fatal("no INFO while the Client held a lock: the restart watch did not probe")
 	}
-	time.Sleep(300 * time.Millisecond) // a probe in flight ends
+	time.Sleep(core.ResendWindow + 300*time.Millisecond) // the resend window, then a probe in flight, end
 	before := infoCalls(t, rdb)
 	time.Sleep(time.Second)
 	// The second read counts the first one.

@@ -37,6 +37,7 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 	defer w.stop()
 
 	var busy *LockedError // the last refusal, once there was one
+	var out outage        // attempts failing in a row (wait_outage.go)
 	for {
 		sent := time.Now()
 		rep, err := a.attempt(bound, actx)
@@ -47,8 +48,15 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 			continue
 		}
 		if err != nil {
+			if again, cerr := a.rideOut(ctx, err, wait, waitUntil, &out); again {
+				continue
+			} else if cerr != nil {
+				err = cerr
+			}
 			w.handBack()
 			switch {
+			case err == errAbandoned && out.err != nil:
+				return nil, out.failed(ctx) // the budget ran out during an outage
 			case err == errAbandoned && ctx.Err() == nil && busy != nil:
 				return nil, busy // the wait budget ran out with an attempt in flight
 			case err == errAbandoned && ctx.Err() == nil:
@@ -62,6 +70,7 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 			}
 			return nil, wrapRedis("acquire", a.info.Name, err)
 		}
+		out.replied()
 		w.woken = false
 		if rep.acquired {
 			l, late, err := a.won(ctx, rep, sent)

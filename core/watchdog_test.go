@@ -181,7 +181,7 @@ func TestFailedUnlockStopsRenewal(t *testing.T) {
 	if err := l.Unlock(ctx); !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("Unlock through a dropped link: err = %v, want ErrUnavailable", err)
 	}
-	proxy.Pass() // Redis is back, but nobody retries the Unlock
+	proxy.Pass() // Redis is back: the lock is not renewed (the Client retries the release)
 	deadline := time.Now().Add(5 * timeout)
 	for rdb.Exists(ctx, "keylock:{abandon}").Val() == 1 {
 		if time.Now().After(deadline) {
@@ -189,9 +189,10 @@ func TestFailedUnlockStopsRenewal(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// A late retry is harmless.
-	if err := l.Unlock(ctx); !errors.Is(err, core.ErrNotHeld) {
-		t.Fatalf("retried Unlock after expiry: err = %v, want ErrNotHeld", err)
+	// A late retry is harmless: it answers what the release the Client
+	// retried did (released), or, had that one not landed, ErrNotHeld.
+	if err := l.Unlock(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("retried Unlock after the lock was gone: err = %v, want nil or ErrNotHeld", err)
 	}
 }
 

@@ -46,6 +46,7 @@ const (
 type Sentinel struct {
 	t         testing.TB
 	data      []*Server // master and replicas, in start order
+	replicas  []*Server // the replicas when StartFailover was called
 	sentinels []*sentinelNode
 }
 
@@ -196,6 +197,46 @@ func (s *Sentinel) Failover() (old, promoted *Server) {
 		s.t.Fatalf("redistest: SENTINEL FAILOVER: %v", err)
 	}
 	return old, s.WaitNewMaster(old)
+}
+
+// StartFailover asks a sentinel for a planned failover (SENTINEL FAILOVER)
+// and returns at once, with the master being replaced. Clients keep using
+// it until the sentinels announce the new one, about a second after the
+// promotion: [Sentinel.WaitPromoted] returns as soon as a replica has been
+// promoted, inside that window.
+func (s *Sentinel) StartFailover() (old *Server) {
+	s.t.Helper()
+	old = s.Master()
+	s.replicas = s.replicas[:0]
+	for _, d := range s.data {
+		if d != old && isMaster(d.Addr()) != nil {
+			s.replicas = append(s.replicas, d)
+		}
+	}
+	if _, err := doString(s.sentinels[0].addr, probeTimeout, "SENTINEL", "FAILOVER", SentinelMaster); err != nil {
+		s.t.Fatalf("redistest: SENTINEL FAILOVER: %v", err)
+	}
+	return old
+}
+
+// WaitPromoted waits until one of the servers that were replicas when
+// [Sentinel.StartFailover] was called answers ROLE as a master (it was
+// promoted; the sentinels may not have announced it yet), and returns it.
+// It fails the test after 30 seconds.
+func (s *Sentinel) WaitPromoted(old *Server) *Server {
+	s.t.Helper()
+	deadline := time.Now().Add(sentinelReadyTimeout)
+	for {
+		for _, d := range s.replicas {
+			if isMaster(d.Addr()) == nil {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redistest: no replica of %s promoted within %v\n%s", old.Addr(), sentinelReadyTimeout, s.logTails())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Crash kills the master with SIGKILL and returns it (restart it with

@@ -1,0 +1,213 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Releases across a failover.
+//
+// A release can be lost in two ways when the master changes. It can fail —
+// Redis unreachable while Sentinel promotes a replica, or the caller's
+// context ended before the reply — and then nobody sends it again. Or it
+// can succeed on the old master after the promoted replica stopped
+// replicating from it, and then the new master still has the hold. Either
+// way the lock would stay blocked until its lease ends (a whole watchdog
+// timeout).
+//
+// So the Client finishes what it started:
+//
+//   - a release (Unlock) or give-back (a lock the replicas did not
+//     acknowledge) that failed is retried on a Client-owned goroutine, with
+//     backoff, until it is acknowledged or the hold's lease would have ended
+//     (after that Redis has expired it anyway);
+//   - a release or give-back acknowledged within the last resendWindow is
+//     remembered, and sent once more when the restart watch (restart.go)
+//     sees a new master.
+//
+// Sending one again is always safe: each names its lease by id, and the
+// receipt that id left where the first one landed makes the copy a no-op;
+// and it names the hold by fencing token, so where the lock has a new holder
+// since — another owner, or a later hold of the same owner — the copy
+// touches nothing.
+//
+// The retries stop when the Client closes: Close waits for a call in flight
+// for at most closeGrace (bounded by the release timeout and go-redis's
+// ReadTimeout).
+
+const (
+	// resendWindow is how far back acknowledged releases are sent again
+	// when a new master appears: a planned failover takes about a second
+	// from the promotion to the clients switching, and the restart watch
+	// notices the switch within restartProbeEvery. The restart watch keeps
+	// probing this long after a Client's last release.
+	resendWindow = 3 * time.Second
+	// resendCap bounds how many acknowledged releases are remembered; at
+	// higher release rates only the latest resendCap are sent again.
+	resendCap = 4096
+	// retryFirstPause and retryMaxPause bound the backoff of a failed
+	// release: a key is free again at most retryMaxPause after its master
+	// answers.
+	retryFirstPause = 50 * time.Millisecond
+	retryMaxPause   = 500 * time.Millisecond
+)
+
+// sentRelease is one release (or give-back) that can be sent again.
+type sentRelease struct {
+	send  func(context.Context) error
+	at    time.Time // when it was acknowledged
+	until time.Time // when the hold's lease would have ended
+}
+
+// releaseLog is what the Client remembers of its recent releases, and how
+// many it is retrying.
+type releaseLog struct {
+	mu       sync.Mutex
+	ring     []sentRelease // up to resendCap, oldest overwritten first
+	next     int
+	retrying int
+}
+
+// args names what l's release gives back.
+func (l *Lease) args() releaseArgs {
+	return releaseArgs{owner: l.info.Owner, id: l.id, token: l.token, watchdog: l.watchdog, wdLease: l.c.cfg.watchdogTimeout}
+}
+
+// releaseOutcome is told how Unlock's release went (err: nil, errAbandoned
+// or a Redis error): a failed one is retried, an acknowledged one
+// remembered.
+func (c *Client) releaseOutcome(l *Lease, err error) {
+	r := l.args()
+	p := l.p
+	send := func(ctx context.Context) error {
+		_, err := p.release(ctx, r)
+		return err
+	}
+	// A watchdog hold lives at most one watchdog timeout past its last
+	// renewal; a fixed one until its lease ends.
+	until := time.Now().Add(c.cfg.watchdogTimeout)
+	if !l.watchdog {
+		until = l.acquired.Add(l.lease)
+	}
+	switch {
+	case err == nil:
+		c.releaseSent(send, until)
+	case err != ErrClosed:
+		c.retryRelease(send, until)
+	}
+}
+
+// releaseSent remembers an acknowledged release, to send it again if a new
+// master appears within resendWindow.
+func (c *Client) releaseSent(send func(context.Context) error, until time.Time) {
+	g := &c.restart.sent
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := sentRelease{send: send, at: time.Now(), until: until}
+	if len(g.ring) < resendCap {
+		g.ring = append(g.ring, e)
+		return
+	}
+	g.ring[g.next] = e
+	g.next = (g.next + 1) % resendCap
+}
+
+// retryRelease sends send again on a Client-owned goroutine until it is
+// acknowledged, until passes, or the Client closes.
+func (c *Client) retryRelease(send func(context.Context) error, until time.Time) {
+	g := &c.restart.sent
+	g.mu.Lock()
+	g.retrying++
+	g.mu.Unlock()
+	if !c.spawn(func() { c.retry(send, until) }) {
+		g.mu.Lock()
+		g.retrying--
+		g.mu.Unlock()
+	}
+	c.kickRestartWatch() // the watch runs while a retry does
+}
+
+// retry is retryRelease's goroutine.
+func (c *Client) retry(send func(context.Context) error, until time.Time) {
+	g := &c.restart.sent
+	defer func() {
+		g.mu.Lock()
+		g.retrying--
+		g.mu.Unlock()
+	}()
+	pause := retryFirstPause
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.grace, c.cfg.releaseTimeout)
+		err := send(ctx)
+		cancel()
+		if err == nil {
+			c.releaseSent(send, until)
+			return
+		}
+		pause = min(2*pause, retryMaxPause)
+		if !time.Now().Add(pause).Before(until) {
+			return
+		}
+		t.Reset(pause)
+	}
+}
+
+// resendRecent sends every release acknowledged within resendWindow once
+// more, on a Client-owned goroutine; one that fails is retried as above.
+// The restart watch calls it when it sees a new master.
+func (c *Client) resendRecent() {
+	g := &c.restart.sent
+	g.mu.Lock()
+	var again []sentRelease
+	since := time.Now().Add(-resendWindow)
+	for _, e := range g.ring {
+		if e.at.After(since) {
+			again = append(again, e)
+		}
+	}
+	g.ring, g.next = nil, 0
+	g.mu.Unlock()
+	if len(again) == 0 {
+		return
+	}
+	c.spawn(func() {
+		for _, e := range again {
+			ctx, cancel := context.WithTimeout(c.grace, c.cfg.releaseTimeout)
+			err := e.send(ctx)
+			cancel()
+			select {
+			case <-c.done:
+				return
+			default:
+			}
+			if err != nil && time.Now().Before(e.until) {
+				c.retryRelease(e.send, e.until)
+			}
+		}
+	})
+}
+
+// releasesPending reports whether a release is being retried or one was
+// acknowledged within resendWindow: the restart watch keeps probing then,
+// so that a failover right after the last Unlock is still noticed.
+func (c *Client) releasesPending() bool {
+	g := &c.restart.sent
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.retrying > 0 {
+		return true
+	}
+	if len(g.ring) == 0 {
+		return false
+	}
+	latest := g.ring[(g.next+len(g.ring)-1)%len(g.ring)]
+	return time.Since(latest.at) < resendWindow
+}
