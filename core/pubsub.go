@@ -61,7 +61,7 @@ type hub struct {
 
 	mu     sync.Mutex
 	closed bool
-	opened int // plain connections opened: numbers their presence channels
+	opened int             // plain connections opened: numbers their presence channels
 	conns  map[int]*psConn // by slot (-1: the plain connection)
 	chans  map[string]*subscription
 }

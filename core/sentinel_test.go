@@ -147,7 +147,9 @@ func sentinelLostRelease(t *testing.T, d *redistest.Sentinel) {
 // ride out the outage (0 failures), as do Locks started during it.
 func sentinelCrash(t *testing.T, d *redistest.Sentinel) {
 	d.WaitReady(1)
-	opts := func(o *redis.FailoverOptions) { o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second }
+	opts := func(o *redis.FailoverOptions) {
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+	}
 	hrdb, wrdb := d.NewClient(t, opts), d.NewClient(t, opts)
 	holder, waiters := newLocks(t, hrdb), newLocks(t, wrdb)
 	ctx := context.Background()
