@@ -44,6 +44,9 @@ type restartWatch struct {
 	seen atomic.Uint64 // restarts noticed (tests read it)
 	// rehomed counts the hub's moves to the current master (tests read it).
 	rehomed atomic.Uint64
+	// noNumSub is set once PUBSUB NUMSUB was refused: the hub's placement
+	// is no longer checked (pubsub_master.go).
+	noNumSub atomic.Bool
 	// sent is what is sent again on a new master (release_retry.go).
 	sent releaseLog
 }
@@ -175,8 +178,14 @@ func (c *Client) probeRestart(runIDs map[string]string) (restarted, misplaced bo
 		if id := infoRunID(info); err == nil && id != "" {
 			found[""] = id
 		}
-		if presence := c.hub.presence(); presence != "" {
-			if m, err := c.rdb.PubSubNumSub(ctx, presence).Result(); err == nil {
+		if presence := c.hub.presence(); presence != "" && !c.restart.noNumSub.Load() {
+			m, err := c.rdb.PubSubNumSub(ctx, presence).Result()
+			if isRefusal(err) {
+				// Behind a proxy that refuses PUBSUB the check is off;
+				// a new run_id still moves the hub.
+				c.restart.noNumSub.Store(true)
+			}
+			if err == nil {
 				n, ok := m[presence]
 				misplaced = ok && n == 0
 			}
