@@ -9,3 +9,7 @@ func Rehomes(c *Client) uint64 { return c.restart.rehomed.Load() }
 // ResendWindow is how long after its last release a Client keeps probing
 // for a new master.
 const ResendWindow = resendWindow
+
+// ReplicaCountTTL is how often WithReplicaSync(AllReplicas, …) reads the
+// replica count again.
+const ReplicaCountTTL = replicaCountTTL
