@@ -141,14 +141,13 @@ func sentinelLostRelease(t *testing.T, d *redistest.Sentinel) {
 	t.Logf("release lost in the switch to %s: key free %s after the client reached the new master", promoted.Addr(), took.Round(time.Millisecond))
 }
 
-// kill -9 of the master: Unlocks in flight fail and are retried by the
-// Client until they land on the new master; waiting Locks with a 20s budget
-// ride out the outage (0 failures), as do Locks started during it.
+// kill -9 of the master: an Unlock in flight fails (or lands once the
+// client reaches the new master); either way the key is free within 3s of
+// the holder's client reaching the new master. Waiting Locks with a 20s
+// budget ride out the outage (0 failures), as do Locks started during it.
 func sentinelCrash(t *testing.T, d *redistest.Sentinel) {
 	d.WaitReady(1)
-	opts := func(o *redis.FailoverOptions) {
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
-	}
+	opts := func(o *redis.FailoverOptions) { o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second }
 	hrdb, wrdb := d.NewClient(t, opts), d.NewClient(t, opts)
 	holder, waiters := newLocks(t, hrdb), newLocks(t, wrdb)
 	ctx := context.Background()
@@ -181,21 +180,19 @@ func sentinelCrash(t *testing.T, d *redistest.Sentinel) {
 	time.Sleep(300 * time.Millisecond)
 
 	killed := d.Crash()
-	// The holder is done during the outage: its Unlock fails.
-	uctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	err := held.Unlock(uctx)
-	cancel()
-	if err == nil {
-		t.Fatalf("Unlock with the master killed: nil error, want ErrUnavailable or the context's")
+	// The holder is done during the outage.
+	began := time.Now()
+	err := held.Unlock(ctx)
+	if err != nil && !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Unlock with the master killed: %v, want nil (landed on the new master) or ErrUnavailable", err)
 	}
-	if !errors.Is(err, core.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Unlock with the master killed: %v, want ErrUnavailable or DeadlineExceeded", err)
-	}
+	t.Logf("Unlock with the master killed returned after %s: %v", time.Since(began).Round(time.Millisecond), err)
 	// Locks started during the outage wait too.
 	for i := range n {
 		wg.Go(func() { lockOnce(n + i) })
 	}
 	promoted := d.WaitNewMaster(killed)
+	t.Logf("new master %s after %s", promoted.Addr(), time.Since(began).Round(time.Millisecond))
 	d.WaitClient(hrdb, promoted)
 	reached := time.Now()
 	took := freeWithin(t, promoted, "crash", 5*time.Second)
@@ -206,6 +203,7 @@ func sentinelCrash(t *testing.T, d *redistest.Sentinel) {
 	for _, err := range failures {
 		t.Errorf("Lock with a 20s budget across a kill -9 failover: %v", err)
 	}
-	t.Logf("kill -9 of %s -> %s: failed Unlock retried, key free %s after the holder's client reached the new master; first waiter in %s after that; %d of %d Locks with a 20s budget failed",
+	t.Logf("kill -9 of %s -> %s: key free %s after the holder's client reached the new master; first waiter in %s after that; %d of %d Locks with a 20s budget failed",
 		killed.Addr(), promoted.Addr(), took.Round(time.Millisecond), first.Sub(reached).Round(time.Millisecond), len(failures), 2*n)
 }
+

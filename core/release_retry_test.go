@@ -1,0 +1,59 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+)
+
+// An Unlock that fails because Redis cannot be reached is retried by the
+// Client in the background: once Redis answers again the lock is free
+// within a second, not when its 30s watchdog lease ends.
+func TestFailedUnlockIsRetried(t *testing.T) {
+	srv, direct := single(t)
+	proxy := redistestProxy(t, srv.Addr())
+	c := newLocks(t, proxyClient(t, proxy.Addr(), 200*time.Millisecond))
+	ctx := context.Background()
+	l := mustLock(t, c.Mutex("retried"), ctx)
+	proxy.Drop()
+	if err := l.Unlock(ctx); !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Unlock through a dropped link: %v, want ErrUnavailable", err)
+	}
+	time.Sleep(time.Second) // the outage lasts
+	if direct.Exists(ctx, "keylock:{retried}").Val() != 1 {
+		t.Fatal("the lock is gone during the outage: the test did not reproduce a failed release")
+	}
+	proxy.Pass()
+	back := time.Now()
+	waitUntil(t, 2*time.Second, "lock still held 2s after Redis was reachable again", func() bool {
+		return direct.Exists(ctx, "keylock:{retried}").Val() == 0
+	})
+	t.Logf("lock free %s after Redis was reachable again", time.Since(back).Round(time.Millisecond))
+	// The caller's own retry answers what the Client's did.
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("retried Unlock after the Client's retry landed: %v, want nil (the receipt's answer)", err)
+	}
+}
+
+// The background retry stops when the Client closes, and Close does not
+// wait for it longer than its bound.
+func TestCloseStopsReleaseRetries(t *testing.T) {
+	srv, _ := single(t)
+	proxy := redistestProxy(t, srv.Addr())
+	c := core.New(proxyClient(t, proxy.Addr(), 200*time.Millisecond))
+	ctx := context.Background()
+	l := mustLock(t, c.Mutex("closing"), ctx)
+	proxy.Blackhole() // no reply, no reset: calls end at their timeouts
+	defer proxy.Pass()
+	if err := l.Unlock(ctx); !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Unlock through a partition: %v, want ErrUnavailable", err)
+	}
+	start := time.Now()
+	_ = c.Close()
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Fatalf("Close took %s with a release being retried, want about the read timeout at most", d)
+	}
+}

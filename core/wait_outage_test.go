@@ -1,0 +1,47 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+)
+
+// A waiting Lock rides out an outage shorter than its budget: its attempts
+// fail (the link resets every connection) and are tried again with backoff
+// until Redis answers. TryLock still fails at once.
+func TestLockRidesOutAnOutage(t *testing.T) {
+	srv, _ := single(t)
+	proxy := redistestProxy(t, srv.Addr())
+	c := newLocks(t, proxyClient(t, proxy.Addr(), 200*time.Millisecond))
+	ctx := context.Background()
+	mustUnlock(t, mustLock(t, c.Mutex("outage"), ctx)) // warm: scripts loaded
+
+	proxy.Drop()
+	if _, err := c.Mutex("outage").TryLock(ctx); !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("TryLock during the outage: %v, want ErrUnavailable at once", err)
+	}
+	heal := time.AfterFunc(1500*time.Millisecond, proxy.Pass)
+	defer heal.Stop()
+	start := time.Now()
+	l, err := c.Mutex("outage").Lock(ctxTimeout(t, 10*time.Second))
+	if err != nil {
+		t.Fatalf("Lock with a 10s budget across a 1.5s outage: %v, want a lease", err)
+	}
+	t.Logf("Lock got the lock %s after it began, across a 1.5s outage", time.Since(start).Round(time.Millisecond))
+	mustUnlock(t, l)
+
+	// A budget shorter than the outage ends it with ErrUnavailable, on time.
+	proxy.Drop()
+	defer proxy.Pass()
+	start = time.Now()
+	_, err = c.Mutex("outage").Lock(ctx, core.WaitTimeout(700*time.Millisecond))
+	if !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Lock with a 700ms budget during the outage: %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 1200*time.Millisecond {
+		t.Fatalf("Lock with a 700ms budget returned after %s", d)
+	}
+}
