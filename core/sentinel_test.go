@@ -147,7 +147,9 @@ func sentinelLostRelease(t *testing.T, d *redistest.Sentinel) {
 // budget ride out the outage (0 failures), as do Locks started during it.
 func sentinelCrash(t *testing.T, d *redistest.Sentinel) {
 	d.WaitReady(1)
-	opts := func(o *redis.FailoverOptions) { o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second }
+	opts := func(o *redis.FailoverOptions) {
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+	}
 	hrdb, wrdb := d.NewClient(t, opts), d.NewClient(t, opts)
 	holder, waiters := newLocks(t, hrdb), newLocks(t, wrdb)
 	ctx := context.Background()
@@ -206,4 +208,3 @@ func sentinelCrash(t *testing.T, d *redistest.Sentinel) {
 	t.Logf("kill -9 of %s -> %s: key free %s after the holder's client reached the new master; first waiter in %s after that; %d of %d Locks with a 20s budget failed",
 		killed.Addr(), promoted.Addr(), took.Round(time.Millisecond), first.Sub(reached).Round(time.Millisecond), len(failures), 2*n)
 }
-
