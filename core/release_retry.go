@@ -38,11 +38,11 @@ import (
 
 const (
 	// resendWindow is how far back acknowledged releases are sent again
-	// when a new master appears: a planned failover takes about a second
-	// from the promotion to the clients switching, and the restart watch
-	// notices the switch within restartProbeEvery. The restart watch keeps
-	// probing this long after a Client's last release.
-	resendWindow = 3 * time.Second
+	// when a new master appears: in a planned failover the clients switch
+	// about a second after the promotion (longer on a loaded host), and the
+	// restart watch notices the switch within restartProbeEvery. The
+	// restart watch keeps probing this long after a Client's last release.
+	resendWindow = 5 * time.Second
 	// resendCap bounds how many acknowledged releases are remembered; at
 	// higher release rates only the latest resendCap are sent again.
 	resendCap = 4096

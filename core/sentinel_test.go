@@ -134,6 +134,11 @@ func sentinelLostRelease(t *testing.T, d *redistest.Sentinel) {
 		t.Fatalf("the release reached the promoted master %s already: the test did not reproduce a lost release", promoted.Addr())
 	}
 	d.WaitClient(hrdb, promoted)
+	defer func() {
+		if t.Failed() {
+			t.Logf("the holder's Client noticed %d new masters", core.RestartsSeen(holder))
+		}
+	}()
 	took := freeWithin(t, promoted, "lost", 5*time.Second)
 	if took > 3*time.Second {
 		t.Errorf("lock freed on the new master %s after its client reached it, want <= 3s", took)
