@@ -73,10 +73,13 @@ func (l *Lease) Kind() Kind { return l.info.Kind }
 // then, but the code under the lease was not covered since the loss. It
 // returns an error matching ErrUnavailable when Redis could not be reached,
 // or ctx's error when ctx ended before Redis answered (Unlock does not wait
-// past ctx). After such a failure the lock is no longer renewed — it
-// expires within its lease — and Unlock may be retried to free it sooner (a
-// retry never releases a second hold). The lease's context is cancelled
-// when Unlock returns, whatever the outcome.
+// past ctx). After such a failure the lock is no longer renewed, and the
+// Client retries the release in the background, with backoff, until it
+// lands or the lease would have ended (or the Client closes); Unlock may
+// also be retried (a retry never releases a second hold, and answers what
+// the first release that landed did). A release that succeeded just before
+// a failover is sent once more on the new master. The lease's context is
+// cancelled when Unlock returns, whatever the outcome.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

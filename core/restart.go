@@ -21,11 +21,16 @@ import (
 // as allowed — never more often than that — when the hub's first waiter
 // arrives, a hold begins, or a pub/sub connection re-subscribes after a
 // reconnect. A run_id that changed, or a
-// master never seen before, means the data may be gone: every waiter
-// retries at once, and every hold re-checks with Redis (renewNow).
+// master never seen before, means the data may be gone, or the master
+// changed (a failover): every waiter retries at once, the hub moves its
+// subscriptions to the current master (pubsub_master.go), every hold
+// re-checks with Redis (renewNow), and releases acknowledged just before are
+// sent again (release_retry.go). Each probe also checks that the master
+// counts the hub's presence channel; where it does not, the hub moves.
 //
-// An idle Client (nothing held, nobody waiting) sends nothing: the goroutine
-// sleeps until kicked. It is started by New and stopped and waited for by
+// An idle Client (nothing held, nobody waiting, no release being retried or
+// acknowledged within resendWindow) sends nothing: the goroutine sleeps
+// until kicked. It is started by New and stopped and waited for by
 // Close.
 
 const (
