@@ -155,7 +155,11 @@ func sentinelCrash(t *testing.T, d *redistest.Sentinel) {
 	opts := func(o *redis.FailoverOptions) {
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
 	}
-	hrdb, wrdb := d.NewClient(t, opts), d.NewClient(t, opts)
+	// The waiters' client does not retry on its own: this failover is
+	// shorter than go-redis's retries (about 1.5s), one with Sentinel's
+	// default timings is much longer.
+	noRetries := func(o *redis.FailoverOptions) { opts(o); o.MaxRetries = -1 }
+	hrdb, wrdb := d.NewClient(t, opts), d.NewClient(t, noRetries)
 	holder, waiters := newLocks(t, hrdb), newLocks(t, wrdb)
 	ctx := context.Background()
 	held := mustLock(t, holder.Mutex("crash"), ctx)
@@ -187,6 +191,10 @@ func sentinelCrash(t *testing.T, d *redistest.Sentinel) {
 	time.Sleep(300 * time.Millisecond)
 
 	killed := d.Crash()
+	// Locks started during the outage wait too.
+	for i := range n {
+		wg.Go(func() { lockOnce(n + i) })
+	}
 	// The holder is done during the outage.
 	began := time.Now()
 	err := held.Unlock(ctx)
@@ -194,10 +202,6 @@ func sentinelCrash(t *testing.T, d *redistest.Sentinel) {
 		t.Fatalf("Unlock with the master killed: %v, want nil (landed on the new master) or ErrUnavailable", err)
 	}
 	t.Logf("Unlock with the master killed returned after %s: %v", time.Since(began).Round(time.Millisecond), err)
-	// Locks started during the outage wait too.
-	for i := range n {
-		wg.Go(func() { lockOnce(n + i) })
-	}
 	promoted := d.WaitNewMaster(killed)
 	t.Logf("new master %s after %s", promoted.Addr(), time.Since(began).Round(time.Millisecond))
 	d.WaitClient(hrdb, promoted)

@@ -45,3 +45,24 @@ func TestLockRidesOutAnOutage(t *testing.T) {
 		t.Fatalf("Lock with a 700ms budget returned after %s", d)
 	}
 }
+
+// A Lock without any deadline still fails when Redis stays down: after
+// MaxOutageWait without a reply, with ErrUnavailable.
+func TestLockWithoutDeadlineFailsWhenRedisStaysDown(t *testing.T) {
+	srv, _ := single(t)
+	proxy := redistestProxy(t, srv.Addr())
+	c := newLocks(t, proxyClient(t, proxy.Addr(), 200*time.Millisecond))
+	ctx := context.Background()
+	mustUnlock(t, mustLock(t, c.Mutex("down"), ctx))
+	proxy.Drop()
+	defer proxy.Pass()
+	start := time.Now()
+	_, err := c.Mutex("down").Lock(ctx)
+	took := time.Since(start)
+	if !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Lock with Redis down and no deadline: %v, want ErrUnavailable", err)
+	}
+	if took < core.MaxOutageWait-time.Second || took > core.MaxOutageWait+time.Second {
+		t.Fatalf("Lock with Redis down and no deadline failed after %s, want about MaxOutageWait (%s)", took, core.MaxOutageWait)
+	}
+}
