@@ -151,29 +151,12 @@ func (a *redlockAttempt) extend(ctx context.Context, r renewal, id string) (time
 		}
 		return nodeReply{err: err}
 	}, nil)
-	var held, gone int
-	left := time.Duration(-1)
-	var firstErr error
-	for i, rep := range replies {
-		switch {
-		case !got[i]:
-			firstErr = firstOf(firstErr, fmt.Errorf("node %d: no reply within %s", i, bound))
-		case rep.err != nil:
-			firstErr = firstOf(firstErr, fmt.Errorf("node %d: %w", i, rep.err))
-		case rep.status == 1:
-			held++
-			if d := msDur(rep.val); left < 0 || d < left {
-				left = d
-			}
-		default:
-			gone++
-		}
-	}
+	t := a.tally(replies, got, bound)
 	switch {
-	case held >= a.quorum:
-		return left, true, nil
-	case gone > len(a.clients)-a.quorum:
+	case t.held >= a.quorum:
+		return msDur(t.least), true, nil
+	case t.gone > len(a.clients)-a.quorum:
 		return 0, false, nil
 	}
-	return 0, false, fmt.Errorf("redlock: %d of %d nodes extended, need %d: %w", held, len(a.clients), a.quorum, firstErr)
+	return 0, false, fmt.Errorf("redlock: %d of %d nodes extended, need %d: %w", t.held, len(a.clients), a.quorum, t.err)
 }

@@ -465,27 +465,43 @@ func (a *redlockAttempt) renewOne(ctx context.Context, r renewal) (bool, error) 
 		}
 		return nodeReply{err: err}
 	}, nil, decided)
-	var held, gone int
-	var firstErr error
+	t := a.tally(replies, got, bound)
+	switch {
+	case t.held >= a.quorum:
+		return true, nil
+	case t.gone > len(a.clients)-a.quorum:
+		return false, nil
+	}
+	return false, fmt.Errorf("redlock: %d of %d nodes renewed, need %d: %w", t.held, len(a.clients), a.quorum, t.err)
+}
+
+// nodeTally counts a round's answers: nodes that still hold the hold
+// (status 1; least is the smallest value they reported), nodes that said it
+// is gone, and the first failure of the others.
+type nodeTally struct {
+	held, gone int
+	least      int64
+	err        error
+}
+
+func (a *redlockAttempt) tally(replies []nodeReply, got []bool, bound time.Duration) nodeTally {
+	t := nodeTally{least: -1}
 	for i, rep := range replies {
 		switch {
 		case !got[i]:
-			firstErr = firstOf(firstErr, fmt.Errorf("node %d: no reply within %s", i, bound))
+			t.err = firstOf(t.err, fmt.Errorf("node %d: no reply within %s", i, bound))
 		case rep.err != nil:
-			firstErr = firstOf(firstErr, fmt.Errorf("node %d: %w", i, rep.err))
+			t.err = firstOf(t.err, fmt.Errorf("node %d: %w", i, rep.err))
 		case rep.status == 1:
-			held++
+			t.held++
+			if t.least < 0 || rep.val < t.least {
+				t.least = rep.val
+			}
 		default:
-			gone++
+			t.gone++
 		}
 	}
-	switch {
-	case held >= a.quorum:
-		return true, nil
-	case gone > len(a.clients)-a.quorum:
-		return false, nil
-	}
-	return false, fmt.Errorf("redlock: %d of %d nodes renewed, need %d: %w", held, len(a.clients), a.quorum, firstErr)
+	return t
 }
 
 // release gives back one hold on every node at once. It succeeds when a

@@ -163,6 +163,19 @@ func TestRedLock(t *testing.T) {
 		mustUnlock(t, l)
 	})
 
+	t.Run("extend", func(t *testing.T) {
+		l := mustLock(t, core.NewRedLock(clients, "extend"), ctx, core.LeaseTime(300*time.Millisecond))
+		if err := l.Extend(ctx, 2*time.Second); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		time.Sleep(600 * time.Millisecond) // past the first LeaseTime
+		if l.Context().Err() != nil || held(nodes, "extend") != 5 {
+			t.Fatalf("after Extend and the first lease: context %v, held on %d nodes; want live on 5",
+				context.Cause(l.Context()), held(nodes, "extend"))
+		}
+		mustUnlock(t, l)
+	})
+
 	t.Run("two nodes down", func(t *testing.T) {
 		nodes[3].srv.Kill()
 		nodes[4].srv.Kill()
