@@ -177,5 +177,5 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 	}
 	return decodeRelease(scriptFairRelease.run(ctx, a.c.rdb,
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix},
-		r.owner, ms(r.wdLease), pub, ms(receiptTTL), abort, tokenArg(r.token), boolArg(r.watchdog)))
+		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog)))
 }

@@ -173,3 +173,29 @@ func TestFixedLeaseReentryIsToldBeforeRedisDropsIt(t *testing.T) {
 		})
 	}
 }
+
+// A release's receipt outlives every copy of it the Client may still send (a
+// failed release is retried until the lease would have ended): with a lease
+// longer than the default receipt, no late copy can take a second count off
+// a hold that other leases still share.
+func TestReleaseReceiptOutlivesItsRetries(t *testing.T) {
+	_, rdb := single(t)
+	c := newLocks(t, rdb, core.WithWatchdogTimeout(90*time.Second))
+	ctx := context.Background()
+	const name = "long-receipt"
+	first := mustLock(t, c.Mutex(name), ctx, core.LeaseTime(2*time.Minute))
+	second := mustLock(t, c.Mutex(name), first.Context()) // the same hold, on the watchdog
+	defer mustUnlock(t, second)
+	mustUnlock(t, first)
+	keys, err := rdb.Keys(ctx, "keylock:{"+name+"}:rel:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var longest time.Duration
+	for _, k := range keys {
+		longest = max(longest, rdb.PTTL(ctx, k).Val())
+	}
+	if longest < 2*time.Minute {
+		t.Fatalf("the release receipt lives %s, want at least the 2m lease its retries may run for", longest)
+	}
+}

@@ -62,6 +62,17 @@ type releaseArgs struct {
 	// a lease of it remains.
 	watchdog bool
 	wdLease  time.Duration
+	// keep is how long the release's receipt is kept (receiptFor).
+	keep time.Duration
+}
+
+// receiptFor is how long the receipt of a release of a lease of lease (or
+// of a watchdog lease of wd) is kept: at least receiptTTL, and longer than
+// the Client may still send that release again (it retries a failed one
+// until the lease would have ended), so that no copy of it can ever take a
+// second count off a hold.
+func receiptFor(lease, wd time.Duration) time.Duration {
+	return max(receiptTTL, lease, wd) + 5*time.Second
 }
 
 // tokenArg is a fencing token as a script argument.
@@ -99,7 +110,7 @@ type try struct {
 // abortRelease is the release that resolves t (protocol.abort): the hold's
 // token comes from the attempt's record.
 func (t try) abortRelease() releaseArgs {
-	return releaseArgs{owner: t.owner, id: t.id, watchdog: t.watchdog, wdLease: t.wdLease}
+	return releaseArgs{owner: t.owner, id: t.id, watchdog: t.watchdog, wdLease: t.wdLease, keep: receiptFor(t.lease, t.wdLease)}
 }
 
 // recordTTL is how long an attempt's record is kept: at least as long as

@@ -102,5 +102,5 @@ func (m *Mutex) releaseAs(ctx context.Context, r releaseArgs, abort string) (rel
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptMutexRelease.run(ctx, m.c.rdb, []string{m.k.lock, m.k.receipt(r.id), m.k.ch},
-		r.owner, ms(r.wdLease), pub, ms(receiptTTL), abort, tokenArg(r.token), boolArg(r.watchdog)))
+		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog)))
 }

@@ -71,7 +71,8 @@ type releaseLog struct {
 
 // args names what l's release gives back.
 func (l *Lease) args() releaseArgs {
-	return releaseArgs{owner: l.info.Owner, id: l.id, token: l.token, watchdog: l.watchdog, wdLease: l.c.cfg.watchdogTimeout}
+	return releaseArgs{owner: l.info.Owner, id: l.id, token: l.token, watchdog: l.watchdog, wdLease: l.c.cfg.watchdogTimeout,
+		keep: receiptFor(l.lease, l.c.cfg.watchdogTimeout)}
 }
 
 // releaseOutcome is told how Unlock's release went (err: nil, errAbandoned

@@ -164,7 +164,7 @@ func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (r
 	}
 	return decodeRelease(scriptRWReadRelease.run(ctx, r.c.rdb,
 		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.wch},
-		rel.owner, ms(rel.wdLease), pub, ms(receiptTTL), abort, tokenArg(rel.token), boolArg(rel.watchdog)))
+		rel.owner, ms(rel.wdLease), pub, ms(rel.keep), abort, tokenArg(rel.token), boolArg(rel.watchdog)))
 }
 
 // rwWrite is the protocol of one Lock or TryLock call on the write side. It
@@ -225,5 +225,5 @@ func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (re
 	}
 	return decodeRelease(scriptRWWriteRelease.run(ctx, w.c.rdb,
 		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.rch, w.wch},
-		r.owner, ms(r.wdLease), pub, ms(receiptTTL), abort, tokenArg(r.token), boolArg(r.watchdog)))
+		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog)))
 }
