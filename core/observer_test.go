@@ -99,12 +99,14 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	srv, _ := single(t)
 	before := goleak.IgnoreCurrent()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	c := core.New(rdb, core.WithWatchdogTimeout(100*time.Millisecond))
+	// A lease long enough not to be lost on a loaded machine, renewed every
+	// third of it.
+	c := core.New(rdb, core.WithWatchdogTimeout(time.Second))
 	ctx := context.Background()
 	l := mustLock(t, c.Mutex("leak"), ctx)
 	waiting := make(chan error, 1)
 	go func() { _, err := c.Mutex("leak").Lock(core.WithOwner(ctx, "other")); waiting <- err }()
-	time.Sleep(150 * time.Millisecond) // a renewal ran, the waiter subscribed
+	time.Sleep(450 * time.Millisecond) // a renewal ran, the waiter subscribed
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
