@@ -53,14 +53,16 @@ func (r *recorder) Lost(ctx context.Context, e core.LostEvent) { r.add("lost %v"
 func TestObserverSeesTheLifeOfALock(t *testing.T) {
 	_, rdb := single(t)
 	rec := &recorder{}
-	c := newLocks(t, rdb, core.WithObserver(rec), core.WithWatchdogTimeout(150*time.Millisecond))
+	// A lease long enough for a loaded machine's round trips (renewed every
+	// 200ms).
+	c := newLocks(t, rdb, core.WithObserver(rec), core.WithWatchdogTimeout(600*time.Millisecond))
 	other := newLocks(t, rdb)
 	ctx := context.Background()
 
 	l := mustLock(t, c.Mutex("obs"), ctx, core.Label("obs:{id}"))
 	in := mustLock(t, c.Mutex("obs"), l.Context())
 	mustUnlock(t, in)
-	time.Sleep(120 * time.Millisecond) // one renewal
+	time.Sleep(320 * time.Millisecond) // one renewal
 	mustUnlock(t, l)
 
 	held := mustLock(t, other.Mutex("obs"), ctx)
@@ -71,7 +73,7 @@ func TestObserverSeesTheLifeOfALock(t *testing.T) {
 
 	lost := mustLock(t, c.Mutex("obs"), ctx)
 	rdb.Del(ctx, "keylock:{obs}")
-	waitCause(t, lost.Context(), time.Second)
+	waitCause(t, lost.Context(), 2*time.Second)
 
 	got := strings.Join(rec.lines(), "\n")
 	want := []string{
