@@ -120,7 +120,9 @@ func BenchmarkHTTP(b *testing.B) {
 	b.Run("lock+unlock", func(b *testing.B) { lockUnlock(b, locks) })
 }
 
-type health struct{ healthpb.UnimplementedHealthServer }
+type health struct {
+	healthpb.UnimplementedHealthServer
+}
 
 func (health) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	return &healthpb.HealthCheckResponse{}, nil
