@@ -2,7 +2,6 @@ package tracing_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,13 +14,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
 	ginlock "github.com/keylock/keylock/middleware/gin"
-	grpclock "github.com/keylock/keylock/middleware/grpc"
 	httplock "github.com/keylock/keylock/middleware/http"
 )
 
@@ -149,31 +145,7 @@ func TestHTTPLockSpansHoldNoKey(t *testing.T) {
 func TestGRPCSpansHoldNoKey(t *testing.T) {
 	h := newHarness(t, nil)
 	otelOpts := []otelgrpc.Option{otelgrpc.WithTracerProvider(h.tp), otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider())}
-	gs := grpc.NewServer(
-		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
-		grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(h.client,
-			grpclock.WithMethod(healthpb.Health_Check_FullMethodName, "buy:{req.service}:{md.x-user-id}"))),
-	)
-	healthpb.RegisterHealthServer(gs, checker{tracer: h.tp.Tracer("test")})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = gs.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		<-served
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	client := healthpb.NewHealthClient(conn)
+	client := healthpb.NewHealthClient(lockedHealth(t, h, "buy:{req.service}:{md.x-user-id}", otelOpts))
 	check := func(user string) error {
 		ctx := context.Background()
 		if user != "" {

@@ -111,11 +111,11 @@ func (c checker) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*he
 	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
 }
 
-func TestGRPCCallIsOneTrace(t *testing.T) {
-	h := newHarness(t, nil)
-	const tmpl = "health:{req.service}"
-	otelOpts := []otelgrpc.Option{otelgrpc.WithTracerProvider(h.tp), otelgrpc.WithPropagators(propagator),
-		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider())}
+// lockedHealth serves the health service on loopback with Check locked on
+// tmpl, inside otelgrpc's server handler (otelOpts), and returns a
+// connection to it with the given dial options; both end with the test.
+func lockedHealth(t *testing.T, h *harness, tmpl string, otelOpts []otelgrpc.Option, dial ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
 	gs := grpc.NewServer(
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
 		grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(h.client,
@@ -135,12 +135,20 @@ func TestGRPCCallIsOneTrace(t *testing.T) {
 		gs.Stop()
 		<-served
 	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...)))
+	conn, err := grpc.NewClient(lis.Addr().String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dial...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func TestGRPCCallIsOneTrace(t *testing.T) {
+	h := newHarness(t, nil)
+	const tmpl = "health:{req.service}"
+	otelOpts := []otelgrpc.Option{otelgrpc.WithTracerProvider(h.tp), otelgrpc.WithPropagators(propagator),
+		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider())}
+	conn := lockedHealth(t, h, tmpl, otelOpts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...)))
 
 	ctx, client := h.root("client")
 	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "inventory"}); err != nil {
