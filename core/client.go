@@ -93,9 +93,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // stops retrying them at once, and a reply being read ends at the go-redis
 // client's ReadTimeout at the latest. What an attempt in flight won as the
 // Client closed is still given back — those give-backs get one second after
-// Close began. So Close returns within about one ReadTimeout (3s with
-// go-redis defaults) even during a partition, and in a healthy deployment
-// leaves nothing held that no lease knows of.
+// Close began. So Close returns within about one ReadTimeout plus that
+// second (5s + 1s with go-redis v9 defaults) even during a partition, and
+// in a healthy deployment leaves nothing held that no lease knows of.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
