@@ -279,7 +279,9 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 			return "no worker to kill"
 		}
 		f.Target = slot
-		p.kill()
+		if at, since := p.kill(); since != 0 {
+			d.record(event.Record{Ev: event.Starved, W: slot, PID: p.pid(), T0: since, T1: at})
+		}
 		// The supervisor spawns the next one at once; the fault lasts
 		// until it is up.
 		time.Sleep(d.between(200, 1000))

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,6 +28,7 @@ type proc struct {
 	slot   int
 	cmd    *exec.Cmd
 	errLog string
+	tick   string // the worker's tick file (tickPath)
 	done   chan struct{}
 
 	killed   atomic.Bool // kill -9 by the driver: no summary due
@@ -60,7 +62,7 @@ func (d *driver) spawn(slot int) (*proc, error) {
 		stderr.Close()
 		return nil, err
 	}
-	p := &proc{slot: slot, cmd: cmd, errLog: base + ".stderr", done: make(chan struct{})}
+	p := &proc{slot: slot, cmd: cmd, errLog: base + ".stderr", tick: tickPath(base + ".jsonl"), done: make(chan struct{})}
 	d.record(event.Record{Ev: event.Spawn, W: slot, PID: p.pid(), T0: event.Now()})
 	go func() {
 		err := cmd.Wait()
@@ -93,11 +95,34 @@ func (d *driver) spawn(slot int) (*proc, error) {
 	return p, nil
 }
 
-// kill sends SIGKILL and waits until the process is reaped.
-func (p *proc) kill() {
+// kill sends SIGKILL and waits until the process is reaped. It returns the
+// time the worker was killed and, if its scheduling watch had not ticked
+// for longer than it should (the process was not running when it died),
+// since when: a worker logs a time it did not run only once it runs again,
+// which a killed one never does.
+func (p *proc) kill() (at, starvedSince int64) {
+	last := lastTick(p.tick)
 	p.killed.Store(true)
+	at = event.Now()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
+	if last != 0 && at-last > int64(scheduleTick+scheduleLate) {
+		starvedSince = last + int64(scheduleTick)
+	}
+	return at, starvedSince
+}
+
+// tickPath is the file a worker logging to log writes its scheduling
+// watch's last tick to.
+func tickPath(log string) string { return log + ".tick" }
+
+// lastTick reads a worker's tick file (0: none yet).
+func lastTick(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 8 {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint64(b))
 }
 
 // stop asks the worker to finish (SIGTERM) and waits; a worker that does not

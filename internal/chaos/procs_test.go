@@ -1,10 +1,15 @@
 package chaos
 
 import (
+	"encoding/binary"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/keylock/keylock/internal/chaos/event"
 )
 
 func TestRaceSignatures(t *testing.T) {
@@ -48,5 +53,40 @@ Previous write at 0x00c0004818e0 by goroutine 1500:
 	}
 	if got := raceSignatures(path); got != nil {
 		t.Fatalf("no race: got %q", got)
+	}
+}
+
+// A worker killed while it was not running reports, through its tick file,
+// since when it had not run.
+func TestKillReportsAStarvedWorker(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ago     time.Duration
+		starved bool
+	}{{"ticking", time.Millisecond, false}, {"not running", 300 * time.Millisecond, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tick := filepath.Join(t.TempDir(), "w.jsonl.tick")
+			last := event.Now() - int64(tc.ago)
+			var b [8]byte
+			binary.LittleEndian.PutUint64(b[:], uint64(last))
+			if err := os.WriteFile(tick, b[:], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("sleep", "30")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			p := &proc{cmd: cmd, tick: tick, done: make(chan struct{})}
+			go func() { _ = cmd.Wait(); close(p.done) }()
+			at, since := p.kill()
+			switch {
+			case tc.starved && since != last+int64(scheduleTick):
+				t.Fatalf("starved since %d, want %d", since, last+int64(scheduleTick))
+			case !tc.starved && since != 0:
+				t.Fatalf("starved since %d, want none", since)
+			case at < last:
+				t.Fatalf("killed at %d, before the last tick %d", at, last)
+			}
+		})
 	}
 }

@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -162,8 +164,17 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, pid int) error {
 // comes more than 10ms late means no goroutine of the process was scheduled
 // (CPU starvation on a loaded machine, a long GC pause). A lease timer due
 // then fires late too; the checker counts such a process as paused.
+//
+// Each tick is also written to the tick file (tickPath), which the driver
+// reads when it kills the process: a time the process did not run that
+// only its death ended is logged from there.
 func (w *worker) watchSchedule(ctx context.Context) {
-	const tick, late = 5 * time.Millisecond, 10 * time.Millisecond
+	tick, late := scheduleTick, scheduleLate
+	f, err := os.OpenFile(tickPath(w.cfg.Log), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		defer f.Close()
+	}
+	var buf [8]byte
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	last := event.Now()
@@ -178,8 +189,16 @@ func (w *worker) watchSchedule(ctx context.Context) {
 			_ = w.log.Write(event.Record{Ev: event.Starved, W: w.cfg.Slot, PID: w.pid, T0: last + int64(tick), T1: now})
 		}
 		last = now
+		if f != nil {
+			binary.LittleEndian.PutUint64(buf[:], uint64(now))
+			_, _ = f.WriteAt(buf[:], 0)
+		}
 	}
 }
+
+// scheduleTick and scheduleLate are watchSchedule's period, and how late a
+// tick may come before the process counts as not running.
+const scheduleTick, scheduleLate = 5 * time.Millisecond, 10 * time.Millisecond
 
 // run loops Lock → critical section → Unlock until ctx ends; i is the
 // loop's index (its owners are its own).

@@ -74,7 +74,13 @@ func Records(recs []event.Record) (*Report, error) {
 				rep.FixedLeaseAfterExpiry++
 			}
 		}
-		if s.doa {
+		if s.doa && (r.pausedNear(s.pid, s.call, s.enter) || r.starvedNear(s.pid, s.call, s.enter)) {
+			// Stopped or starved while its Lock ran: the reply can be read
+			// in time and the lease still be past its deadline (or the
+			// Lock's own context past its end) by the time the process
+			// runs the caller again.
+			rep.DOAPaused++
+		} else if s.doa {
 			rep.DOA = append(rep.DOA, s.id()+" "+s.kind+" on "+s.lock)
 			rep.DOAFaults = append(rep.DOAFaults, strings.Join(r.faultsAt(s.enter), ","))
 		} else if s.told != 0 && s.told-s.enter <= int64(LostAtEntry) && strings.Contains(s.cause, "lost") &&
@@ -159,7 +165,10 @@ func (r *run) overlap(earlier, later *section, c Class) Overlap {
 		Overlap: time.Duration(min(earlier.exit, later.exit) - later.enter),
 		Faults:  r.faultsAt(later.enter),
 	}
-	o.Forced = r.forcedBetween(later.lock, earlier.enter, later.enter)
+	o.Forced = r.forcedBetween(later.lock, earlier.call, later.enter)
+	if c == ClassViolation {
+		o.Evidence = r.evidence(earlier, later)
+	}
 	if earlier.told == 0 {
 		o.Untold = true
 	} else {

@@ -599,3 +599,43 @@ func TestForceUnlockVictimMustHearAtItsNextRenewal(t *testing.T) {
 		t.Fatalf("report does not count the forced overlaps:\n%s", out.String())
 	}
 }
+
+func TestForceUnlockBeforeTheHolderReadItsWin(t *testing.T) {
+	var l logs
+	// Lock called at 0; the force-unlock at 2..3 frees the hold its
+	// attempt won before the reply was read at 4; the waiter it woke
+	// enters at 6, while the first holder (never told) leaves at 8.
+	l.cs(1, "m", mutex, 0, 4, 8)
+	l.cs(2, "m", mutex, 1, 6, 20)
+	l.add(event.Record{Ev: event.Force, Lock: "m", T0: ms(2), T1: ms(3), N: 1})
+	rep := l.check(t)
+	o := onlyClass(t, rep.Overlaps, ClassForced)
+	if !o.Forced {
+		t.Fatalf("overlap %v not marked as following a force-unlock", o)
+	}
+}
+
+func TestDeadOnArrivalAfterAPauseIsNotAFinding(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 50, 60, func(acq, _ *event.Record) { acq.DOA = true })
+	l.add(event.Record{Ev: event.Pause, PID: 1, T0: ms(10), T1: ms(45)})
+	l.cs(2, "n", mutex, 0, 50, 60, func(acq, _ *event.Record) { acq.DOA = true }) // no pause: a finding
+	rep := l.check(t)
+	if rep.DOAPaused != 1 || len(rep.DOA) != 1 || !strings.Contains(rep.DOA[0], " on n") {
+		t.Fatalf("DOA: %v, after a pause %d; want one on n and one excused", rep.DOA, rep.DOAPaused)
+	}
+}
+
+func TestViolationCarriesItsEvidence(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 50, token(5))
+	l.cs(2, "m", mutex, 5, 12, 20, token(7))
+	l.add(event.Record{Ev: event.Starved, PID: 2, T0: ms(-2000), T1: ms(-1990)})
+	rep := l.check(t)
+	o := onlyClass(t, rep.Overlaps, ClassViolation)
+	for _, want := range []string{"token 5 watchdog", "token 7", "pid 2 starved", "entered 0s"} {
+		if !strings.Contains(o.String(), want) {
+			t.Errorf("violation %q does not say %q", o.String(), want)
+		}
+	}
+}

@@ -114,18 +114,20 @@ type run struct {
 	exits      []event.Record
 	panics     []event.Record
 	summaries  []event.Record
-	pids       map[int]bool // every worker process seen
+	pids       map[int]bool  // every worker process seen
+	deaths     map[int]int64 // pid → when its process exited
 }
 
 // parse builds a run from records of any order.
 func parse(recs []event.Record) (*run, error) {
-	r := &run{pauses: make(map[int][]window), starved: make(map[int][]window), pids: make(map[int]bool)}
+	r := &run{pauses: make(map[int][]window), starved: make(map[int][]window), pids: make(map[int]bool),
+		deaths: make(map[int]int64)}
 	type key struct {
 		pid int
 		seq uint64
 	}
 	open := make(map[key]*section)
-	death := make(map[int]int64)
+	death := r.deaths
 	var runEnd int64
 	touch := func(ts ...int64) {
 		for _, t := range ts {
@@ -285,15 +287,18 @@ func (r *run) forcedBetween(lock string, from, to int64) bool {
 const ForceGrace = 3 * time.Second
 
 // forcedAndHeard reports whether lock was force-unlocked after the earlier
-// holder entered and before to, and that holder heard of it (its lease
-// context was cancelled, or it left) within ForceGrace of the force-unlock.
+// holder's Lock was called and before to, and that holder heard of it (its
+// lease context was cancelled, or it left) within ForceGrace of the
+// force-unlock. A force-unlock that lands after the Lock's winning attempt
+// and before its reply is read frees a hold its holder does not know it
+// has yet: the window opens at the call, not at the return.
 func (r *run) forcedAndHeard(lock string, earlier *section, to int64) bool {
 	heard := earlier.told
 	if heard == 0 {
 		heard = earlier.exit
 	}
 	for _, f := range r.forces {
-		if f.lock == lock && f.to > earlier.enter && f.from < to && heard-f.from <= int64(ForceGrace) {
+		if f.lock == lock && f.to > earlier.call && f.from < to && heard-f.from <= int64(ForceGrace) {
 			return true
 		}
 	}

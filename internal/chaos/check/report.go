@@ -70,9 +70,12 @@ type Overlap struct {
 	// entered and before the later one did. The earlier holder still had
 	// to be told first; this says what took its hold.
 	Forced bool
-	InUse  int // semaphore: permits in use counting the new holder
-	Size   int
-	Faults []string // faults active around At
+	// Evidence, for a violation: both sections in detail and the
+	// force-unlocks, pauses, starvation, deaths and restarts around them.
+	Evidence string
+	InUse    int // semaphore: permits in use counting the new holder
+	Size     int
+	Faults   []string // faults active around At
 }
 
 // Inversion is a fencing token not larger than one handed out before.
@@ -135,6 +138,9 @@ type Report struct {
 	Overadmitted []Overlap // semaphore over-admissions, all classes
 	DOA          []string  // sections whose lease was dead on arrival
 	DOAFaults    []string  // faults around each DOA section (parallel to DOA)
+	// DOAPaused counts leases dead on arrival in a process that was
+	// stopped or starved while its Lock ran (not a finding).
+	DOAPaused int
 	// LostAtEntry lists sections whose lease context was cancelled with
 	// ErrLockLost within LostAtEntry of Lock returning it, with no restart
 	// to explain it: the lease was handed out (nearly) dead. Not a failure
@@ -334,7 +340,8 @@ func (r *Report) Write(w io.Writer) {
 	for _, x := range r.ReentryTokens {
 		p("  %s", x)
 	}
-	p("dead-on-arrival leases: %d (context already cancelled when Lock returned)", len(r.DOA))
+	p("dead-on-arrival leases: %d (context already cancelled when Lock returned); %d more in a process stopped or starved during the Lock",
+		len(r.DOA), r.DOAPaused)
 	p("leases lost within %v of Lock returning: %d", LostAtEntry, len(r.LostAtEntry))
 	inv, dup, invR := 0, 0, 0
 	for _, i := range r.Inversions {
@@ -447,6 +454,9 @@ func (o Overlap) String() string {
 	}
 	if o.Size > 0 {
 		s += fmt.Sprintf(" [%d of %d permits]", o.InUse, o.Size)
+	}
+	if o.Evidence != "" {
+		s += "\n      " + o.Evidence
 	}
 	return s
 }
