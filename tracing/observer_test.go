@@ -256,8 +256,18 @@ func TestRenewalEvents(t *testing.T) {
 			break
 		}
 	}
-	if n := h.sum("keylock.renewals", outRenewed, template("batch")); n < int64(len(renews)) {
-		t.Errorf("keylock.renewals{renewed}=%d, want >= %d (one per event)", n, len(renews))
+	// A renewal that timed out on a loaded machine is an event with
+	// another outcome: compare like with like.
+	renewed := 0
+	for _, e := range renews {
+		for _, kv := range e.Attributes {
+			if kv == outRenewed {
+				renewed++
+			}
+		}
+	}
+	if n := h.sum("keylock.renewals", outRenewed, template("batch")); n < int64(renewed) {
+		t.Errorf("keylock.renewals{renewed}=%d, want >= %d (one per renewed event)", n, renewed)
 	}
 	if n := len(h.named("keylock.renew")); n != 0 {
 		t.Errorf("got %d keylock.renew spans, want none without WithRenewSpans", n)
