@@ -81,6 +81,11 @@ type attempt struct {
 	attempts int
 	waited   time.Duration
 	reentry  bool
+	// lastSent and lastNow are the send time of the last refused attempt
+	// and the server's clock in its reply (0: not reported): what a grant
+	// pushed later is mapped onto (grant.go).
+	lastSent time.Time
+	lastNow  int64
 	// late counts the wins in a row whose reply came past their safety
 	// deadline (maxLateWins).
 	late int
@@ -135,6 +140,12 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 	}
 	l.ctx = &leaseContext{Context: cctx, l: l}
 	res, replaced := c.addLease(l, deadline, rep.reentry)
+	if res == addOK && (rep.granted || (a.watchdog && left < lease)) {
+		// A grant (or a win answered from its record, when the push was
+		// lost) lives for the claim window only: extend it early
+		// (grant.go), not at the next renewal pass.
+		c.claimLater(l.hold, left)
+	}
 	// A fresh hold of an owner this Client saw holding another one: that
 	// one was lost behind its back (expired, force-unlocked, an empty
 	// restart). Its leases learn it now, not at the next renewal.

@@ -47,7 +47,7 @@ func decodeAcquire(v any) (acquireReply, error) {
 	case 1, 2:
 		return acquireReply{acquired: true, reentry: status == 2, token: uint64(val), left: msDur(left)}, nil
 	default:
-		return acquireReply{ttl: msDur(val)}, nil
+		return acquireReply{ttl: msDur(val), serverNow: left}, nil
 	}
 }
 

@@ -40,6 +40,7 @@ type FairMutex struct {
 	standing      string // hash owner -> the attempt standing in its place in line
 	chPrefix      string // a waiter's channel is chPrefix + owner
 	waiterTimeout time.Duration
+	claimWindow   time.Duration
 	err           error
 }
 
@@ -61,6 +62,29 @@ func FairWaiterTimeout(d time.Duration) FairOption {
 	}
 }
 
+// DefaultFairClaimWindow is the first lease of a hold a release hands to
+// the next waiter; see FairClaimWindow.
+const DefaultFairClaimWindow = 2 * time.Second
+
+// FairClaimWindow sets the claim window of the lock's grants: a release
+// hands the lock straight to the first waiter in line (when it waits with
+// the watchdog) with a lease of this long (or its watchdog timeout, if
+// shorter), which the waiter's Client extends by renewing it once a third
+// of it has passed. A waiter that died, was stopped or cut off after it
+// reached the head of the line therefore holds the lock up for at most
+// one claim window. Default DefaultFairClaimWindow (2s); every handle of
+// one lock should use the same. A d under 50ms makes every call fail with
+// ErrInvalidOption.
+func FairClaimWindow(d time.Duration) FairOption {
+	return func(f *FairMutex) {
+		if d < 50*time.Millisecond {
+			f.err = fmt.Errorf("%w: FairClaimWindow(%s) must be at least 50ms", ErrInvalidOption, d)
+			return
+		}
+		f.claimWindow = d
+	}
+}
+
 // FairMutex returns the fair lock called name. Name rules are Mutex's; an
 // invalid name or option makes every call fail (nothing is sent to Redis).
 func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
@@ -72,6 +96,7 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 		standing:      k.sub("standing"),
 		chPrefix:      k.ch + ":",
 		waiterTimeout: DefaultFairWaiterTimeout,
+		claimWindow:   DefaultFairClaimWindow,
 		err:           validateName(name),
 	}
 	for _, o := range opts {
@@ -176,6 +201,7 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptFairRelease.run(ctx, a.c.rdb,
-		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix},
-		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog)))
+		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix, a.k.fence, a.standing},
+		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
+		ms(fenceTTL), ms(a.claimWindow), ms(receiptTTL)))
 }

@@ -27,8 +27,12 @@ type hold struct {
 	releasing int32
 	watchdog  bool
 	gone      bool
-	// renewing is set while a renewal of its own (aloneRenewer) runs.
+	// renewing is set while a renewal of its own (aloneRenewer, or a
+	// grant's claim) runs.
 	renewing bool
+	// claim is a granted hold's pending claim (grant.go), stopped when the
+	// hold ends.
+	claim *time.Timer
 }
 
 // holdID identifies a hold: what (protocol.holdKey) and for whom.
@@ -89,6 +93,9 @@ func (r *registry) remove(h *hold) {
 		return
 	}
 	delete(r.byID, id)
+	if h.claim != nil {
+		h.claim.Stop()
+	}
 	last := len(r.list) - 1
 	moved := r.list[last]
 	r.list[h.slot], moved.slot = moved, h.slot

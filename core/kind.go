@@ -136,6 +136,11 @@ type acquireReply struct {
 	ttl time.Duration
 	// nodes are a RedLock's per-node fencing tokens of the hold won.
 	nodes []uint64
+	// serverNow is the server's clock (ms) when a refusal was made, if the
+	// script reports it (a fair waiter's): a grant's time maps onto it.
+	serverNow int64
+	// granted: the hold was handed to this attempt by a release (grant.go).
+	granted bool
 }
 
 // releaseReply is the decoded answer to a release.

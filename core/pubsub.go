@@ -78,6 +78,10 @@ type subscription struct {
 	// dropped it (a slot migration): its confirmation wakes every waiter
 	// once more, since a release may have been published in between.
 	rewake bool
+	// grants are the grants pushed on the channel (a fair waiter's own),
+	// by attempt id, until the waiter of that id takes its own
+	// (takeGrant) or the last waiter leaves.
+	grants map[string]string
 }
 
 // waiter is one blocked acquisition's place in a channel's line.
@@ -222,6 +226,27 @@ func (h *hub) wakeAll() {
 		wakeN(s, -1)
 	}
 }
+
+// takeGrant returns (and forgets) the grant pushed on w's channel to the
+// attempt id, if one came.
+func (h *hub) takeGrant(w *waiter, id string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.chans[w.ch]
+	if s == nil {
+		return "", false
+	}
+	g, ok := s.grants[id]
+	if ok {
+		delete(s.grants, id)
+	}
+	return g, ok
+}
+
+// maxGrantsKept bounds the grants a channel keeps for attempts that never
+// take them (an attempt that left for a new id: its grant is resolved on
+// the server by its give-back, not here).
+const maxGrantsKept = 64
 
 // busy reports whether anyone waits.
 func (h *hub) busy() bool {

@@ -153,8 +153,25 @@ func (h *hub) unsubscribed(conn *psConn, channel string) {
 }
 
 // published wakes the waiters a message asks for: its payload is how many
-// (a number; anything else, or 0, means one; negative means all).
+// (a number; anything else, or 0, means one; negative means all), or a
+// grant (grant.go) for one attempt.
 func (h *hub) published(m *redis.Message) {
+	if id, _, _, _, ok := parseGrant(m.Payload); ok {
+		// A grant to one attempt: kept for it, and its channel's waiters
+		// (its own, usually one) woken to look.
+		h.mu.Lock()
+		if s := h.chans[m.Channel]; s != nil {
+			if s.grants == nil {
+				s.grants = make(map[string]string)
+			}
+			if len(s.grants) < maxGrantsKept {
+				s.grants[id] = m.Payload
+			}
+			wakeN(s, -1)
+		}
+		h.mu.Unlock()
+		return
+	}
 	n, err := strconv.Atoi(m.Payload)
 	if err != nil || n == 0 {
 		n = 1

@@ -84,6 +84,9 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 			return l, err
 		}
 		a.late = 0
+		if rep.serverNow > 0 {
+			a.lastSent, a.lastNow = sent, rep.serverNow
+		}
 
 		busy = &LockedError{Name: a.info.Name, TTL: max(rep.ttl, 0)}
 		if !wait {
@@ -115,6 +118,15 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 				return nil, ErrClosed
 			}
 			return nil, &lockedCtxError{locked: busy, ctxErr: err}
+		}
+		// A release that handed this attempt the lock: no round trip.
+		if g, ok := w.granted(); ok {
+			w.woken = false
+			l, late, err := a.won(ctx, g.reply(), g.sent)
+			if late && ctx.Err() == nil {
+				continue // given back: try again with a new id
+			}
+			return l, err
 		}
 	}
 }

@@ -23,15 +23,22 @@
 -- ARGV[9]  replay window in milliseconds (a closed attempt's record)
 -- ARGV[10] this attempt's id
 --
+-- A watchdog waiter stands in line as 'id|lease' (its attempt id and
+-- watchdog lease in ms), which lets a release grant it the lock directly
+-- (fair_release.lua); a fixed-LeaseTime waiter as its id alone, woken to
+-- take the lock itself.
+--
 -- Returns {1, token, ms}  acquired fresh (the lock was free and the queue
 --                         empty, or we were first in line); ms = the
 --                         hold's remaining lease
 --         {2, token, ms}  re-entered (count + 1, lease extended, same token)
---         {0, ms}         not ours: retry in ms at the latest. A waiter's
+--         {0, ms, now}    not ours: retry in ms at the latest. A waiter's
 --                         retry also renews its place (its deadline), so ms
---                         is capped at a third of the waiter timeout. With
---                         ARGV[6] = '0', ms is the holder's remaining lease
---                         (0 if none).
+--                         is capped at a third of the waiter timeout; now is
+--                         the server's clock (ms), which a grant's time is
+--                         mapped onto.
+--         {0, ms}         with ARGV[6] = '0' (TryLock): ms is the holder's
+--                         remaining lease (0 if none).
 --         {-2, 0}         this attempt is already over (a late copy, or a
 --                         copy of a win whose hold is gone): nothing done
 --                         (it does not queue again)
@@ -90,7 +97,11 @@ end
 if redis.call('zadd', KEYS[3], now + wt, owner) == 1 then
   redis.call('rpush', KEYS[2], owner)
 end
-redis.call('hset', KEYS[7], owner, ARGV[10])
+local standing = ARGV[10]
+if ARGV[8] == '1' then
+  standing = standing .. '|' .. ARGV[2]
+end
+redis.call('hset', KEYS[7], owner, standing)
 -- The line disappears on its own once no waiter renews it.
 redis.call('pexpire', KEYS[2], 2 * wt)
 redis.call('pexpire', KEYS[3], 2 * wt)
@@ -106,4 +117,4 @@ elseif pttl < 0 and head and head ~= owner then
     retry = dl
   end
 end
-return {0, retry}
+return {0, retry, now}

@@ -6,7 +6,8 @@
 -- KEYS[2]  queue: list of waiting owner ids
 -- KEYS[3]  waiter deadlines: zset owner id -> server time (ms)
 -- KEYS[4]  prefix of the waiters' own wake-up channels
--- KEYS[5]  standing attempts: hash owner id -> attempt id (fair_acquire)
+-- KEYS[5]  standing attempts: hash owner id -> attempt id, or 'id|lease'
+--          for a watchdog waiter (fair_acquire)
 -- ARGV[1]  owner id
 -- ARGV[2]  publish command: 'publish' or 'spublish'
 -- ARGV[3]  the id of the attempt that gives up
@@ -17,7 +18,7 @@
 --
 -- Returns 1 when the owner was in line and left it, 0 otherwise.
 local standing = redis.call('hget', KEYS[5], ARGV[1])
-if standing and standing ~= ARGV[3] then
+if standing and standing ~= ARGV[3] and string.match(standing, '^([^|]+)') ~= ARGV[3] then
   return 0
 end
 redis.call('hdel', KEYS[5], ARGV[1])

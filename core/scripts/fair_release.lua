@@ -1,12 +1,15 @@
 -- fair_release: give back one lease of a fair lock's hold, idempotently;
--- the last hold wakes only the first live waiter in line, on its own
--- channel. Needs lib_fence, lib_queue, lib_attempt and lib_hold.
+-- the last hold hands the lock to the first live waiter in line. Needs
+-- lib_fence, lib_queue, lib_attempt and lib_hold.
 --
 -- KEYS[1]  lock hash (lib_hold.lua)
 -- KEYS[2]  queue: list of waiting owner ids
 -- KEYS[3]  waiter deadlines: zset owner id -> server time (ms)
 -- KEYS[4]  release receipt of this lease (string, kept ARGV[4] ms)
 -- KEYS[5]  prefix of the waiters' own wake-up channels
+-- KEYS[6]  fence counter of this lock name
+-- KEYS[7]  standing attempts: hash owner id -> 'id|lease' (a watchdog
+--          waiter) or 'id' (fair_acquire.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  watchdog lease in milliseconds (see mutex_release)
 -- ARGV[3]  publish command: 'publish' or 'spublish'
@@ -15,9 +18,64 @@
 --          it won (its record says so), else mark it over (lib_attempt.lua)
 -- ARGV[6]  the hold's fencing token ('0': take it from the attempt's record)
 -- ARGV[7]  '1': this lease is a watchdog lease; '0': a fixed LeaseTime
+-- ARGV[8]  fence counter TTL in milliseconds
+-- ARGV[9]  claim window in milliseconds: a grant's first lease
+-- ARGV[10] shortest life of a win's record in milliseconds
 --
 -- Returns n >= 0  holds the owner still has (0: the lock was freed)
 --         -1      the hold this lease belongs to is gone: nothing done
+--
+-- Direct handoff. When the last hold ends and the first live waiter in line
+-- is a watchdog waiter, the lock is not freed but granted to it here: a new
+-- fencing token, a hold whose lease is the claim window, and its standing
+-- attempt's record (keylock:{name}:rel:<id>) marked as the winner of that
+-- hold, exactly as if the attempt had taken the lock itself. The grant is
+-- pushed on the waiter's channel as 'g <id> <token> <now> <lease>', so the
+-- waiter returns from Lock without another round trip; if the push is
+-- lost, its next attempt (same id) is answered the win from the record.
+-- Its Client extends the hold beyond the claim window by renewing it (a
+-- claim); a grantee that is gone (crashed, stopped, cut off) lets the hold
+-- expire after the claim window, and the waiters behind it, whose retries
+-- are bounded by the holder's lease, go on. A waiter whose standing attempt
+-- is already over (it gave up, and its leave has not landed yet) is taken
+-- out of line instead. A fixed-LeaseTime waiter is woken to take the lock
+-- itself, as before.
+local function grant_next()
+  local now = now_ms()
+  local head = redis.call('lindex', KEYS[2], 0)
+  while head do
+    local dl = redis.call('zscore', KEYS[3], head)
+    local live = dl and tonumber(dl) > now
+    local id, wl
+    if live then
+      local st = redis.call('hget', KEYS[7], head)
+      if st then
+        id, wl = string.match(st, '^([^|]+)|(%d+)$')
+      end
+      if not id then
+        redis.call('del', KEYS[1])
+        redis.call(ARGV[3], KEYS[5] .. head, '1')
+        return
+      end
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+    redis.call('hdel', KEYS[7], head)
+    local record = live and (KEYS[1] .. ':rel:' .. id)
+    if record and redis.call('exists', record) == 0 then
+      local token = fence_next(KEYS[6], ARGV[8])
+      local lease = math.min(tonumber(wl), tonumber(ARGV[9]))
+      redis.call('del', KEYS[1])
+      hold_take(KEYS[1], head, token, lease, '1', now)
+      redis.call('set', record, 'A1:' .. token, 'px', math.max(tonumber(wl), tonumber(ARGV[10])))
+      redis.call(ARGV[3], KEYS[5] .. head, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease)
+      return
+    end
+    head = redis.call('lindex', KEYS[2], 0)
+  end
+  redis.call('del', KEYS[1])
+end
+
 local seen, token = release_seen(KEYS[4], ARGV[5], ARGV[4], ARGV[6])
 if seen then
   return seen
@@ -27,9 +85,7 @@ if n < 0 then
   return release_refused(KEYS[4], ARGV[4])
 end
 if n == 0 then
-  redis.call('del', KEYS[1])
-  -- Skip (evict) dead waiters, then wake the first live one.
-  wake_next(KEYS[2], KEYS[3], KEYS[5], ARGV[3])
+  grant_next()
 end
 redis.call('set', KEYS[4], n, 'px', ARGV[4])
 return n

@@ -1,0 +1,117 @@
+package core
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Direct handoff (grants). A fair lock's release hands the lock to the first
+// live waiter in line that waits with the watchdog (fair_release.lua): a new
+// fencing token, a hold whose lease is the claim window, and the waiter's
+// standing attempt recorded as its winner. The grant is pushed on the
+// waiter's own channel; the waiter returns from Lock on the push, without
+// another round trip. If the push is lost, the waiter's next attempt (same
+// id) is answered the win from the record, as a replayed attempt is.
+//
+// The lease's safety deadline maps the grant's server time onto the
+// waiter's last refused attempt: that attempt was sent at lastSent and the
+// server's clock read lastNow when it ran, so the grant, made at server time
+// g, cannot have been made before local time lastSent + (g − lastNow); the
+// hold's expiry is mapped the same way, never later than the server's.
+
+// grant is a release's hand-over of a lock to one waiting attempt.
+type grant struct {
+	id    string
+	token uint64
+	lease time.Duration // the hold's lease when granted (the claim window)
+	sent  time.Time     // the earliest local time the grant can have been made
+}
+
+// parseGrant decodes a grant push: 'g <id> <token> <server ms> <lease ms>'.
+func parseGrant(payload string) (id string, token uint64, at int64, lease time.Duration, ok bool) {
+	rest, found := strings.CutPrefix(payload, "g ")
+	if !found {
+		return "", 0, 0, 0, false
+	}
+	f := strings.Split(rest, " ")
+	if len(f) != 4 || f[0] == "" {
+		return "", 0, 0, 0, false
+	}
+	token, err1 := strconv.ParseUint(f[1], 10, 64)
+	at, err2 := strconv.ParseInt(f[2], 10, 64)
+	l, err3 := strconv.ParseInt(f[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || l <= 0 {
+		return "", 0, 0, 0, false
+	}
+	return f[0], token, at, time.Duration(l) * time.Millisecond, true
+}
+
+// reply is the grant as an attempt's reply.
+func (g grant) reply() acquireReply {
+	return acquireReply{acquired: true, token: g.token, left: g.lease, granted: true}
+}
+
+// granted returns the grant pushed to the attempt's current id, if a wake-up
+// brought one. A Client that checks replicas takes grants the slow way: its
+// next attempt is answered the win, and the replica check runs with it.
+func (s *waitState) granted() (grant, bool) {
+	a := s.a
+	if !s.woken || s.w == nil || a.lastNow == 0 || a.c.cfg.replica != nil {
+		return grant{}, false
+	}
+	payload, ok := a.c.hub.takeGrant(s.w, a.t.id)
+	if !ok {
+		return grant{}, false
+	}
+	id, token, at, lease, ok := parseGrant(payload)
+	if !ok || id != a.t.id {
+		return grant{}, false
+	}
+	return grant{id: id, token: token, lease: lease,
+		sent: a.lastSent.Add(time.Duration(at-a.lastNow) * time.Millisecond)}, true
+}
+
+// claimLater claims a granted hold: once a third of its first lease
+// (the claim window) has passed, a renewal extends it to the full watchdog
+// lease, unless the hold ended first. The renewal runs on a Client-owned
+// goroutine; until it lands the hold's deadline is the claim window's, so
+// a claim that cannot reach Redis ends in a loss told at that deadline.
+func (c *Client) claimLater(h *hold, window time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h.gone || h.claim != nil {
+		return
+	}
+	h.claim = time.AfterFunc(window/3, func() {
+		c.mu.Lock()
+		skip := h.gone || len(h.leases) == 0 || h.renewing
+		lease := h.lease
+		if !skip {
+			h.renewing = true
+		}
+		c.mu.Unlock()
+		if skip {
+			return
+		}
+		done := func() {
+			c.mu.Lock()
+			h.renewing = false
+			c.mu.Unlock()
+		}
+		if !c.spawn(func() {
+			defer done()
+			ctx, cancel := c.callContext(context.Background())
+			defer cancel()
+			ctx, stop := context.WithTimeout(ctx, window/3)
+			defer stop()
+			sent := time.Now()
+			it := renewItem{h: h, lease: lease}
+			it.ok, it.err = h.p.renewOne(ctx, it.renewal())
+			c.applyRenewals(sent, []renewItem{it})
+		}) {
+			done()
+		}
+	})
+}
