@@ -23,8 +23,14 @@ var (
 // cheap handle (no Redis call) and safe for concurrent use.
 //
 // Waiters stand in a line kept in Redis. Only the first in line may take
-// the lock when it is free (TryLock included: it never jumps the line), and
-// a release wakes only that waiter, on its own channel — no herd. A waiter
+// the lock when it is free (TryLock included: it never jumps the line). A
+// release hands the lock straight to the first waiter in line — a grant,
+// pushed on that waiter's own channel, so its Lock returns without another
+// round trip — when it waits with the watchdog, and wakes it to take the
+// lock itself when it waits with a fixed LeaseTime; no herd either way. A
+// granted hold's first lease is the claim window (FairClaimWindow), which
+// the waiter's Client extends by renewing it; a grantee that is gone
+// holds the line up for at most that window. A waiter
 // renews its place each time it retries (at least every third of the waiter
 // timeout); one that is not heard from for the waiter timeout (its process
 // crashed) is evicted when it reaches the head of the line, so a dead waiter

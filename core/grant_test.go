@@ -229,3 +229,36 @@ func TestFairGrantFoundWithoutThePushIsClaimed(t *testing.T) {
 	}
 	mustUnlock(t, l)
 }
+
+// A waiter with a fixed LeaseTime is not granted the lock (its lease could
+// not be claimed): it is woken and takes it itself, for its whole lease.
+func TestFairFixedLeaseWaiterTakesTheLockItself(t *testing.T) {
+	_, rdb := single(t)
+	holder := newLocks(t, rdb)
+	obs := &waitSignal{waiting: make(chan int, 16)}
+	waiter := newLocks(t, rdb, core.WithObserver(obs))
+	ctx := context.Background()
+	held := mustLock(t, holder.FairMutex("x"), ctx)
+	got := make(chan *core.Lease, 1)
+	go func() {
+		l, err := waiter.FairMutex("x").Lock(ctx, core.LeaseTime(5*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitInLine(t, obs)
+	before := scriptCalls(t, rdb)
+	mustUnlock(t, held)
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if n := scriptCalls(t, rdb) - before; n != 2 {
+		t.Errorf("scripts for the handoff: %d, want 2 (the release, the waiter's acquire)", n)
+	}
+	if ttl := rdb.PTTL(ctx, "keylock:{x}").Val(); ttl < 4*time.Second {
+		t.Errorf("the fixed-lease waiter's hold has TTL %v, want about its 5s lease", ttl)
+	}
+	mustUnlock(t, l)
+}

@@ -111,6 +111,11 @@ func (r *registry) len() int { return len(r.list) }
 func (r *registry) takeAll() []*hold {
 	list := r.list
 	r.byID, r.list, r.deadlines = make(map[holdID]*hold), nil, nil
+	for _, h := range list {
+		if h.claim != nil {
+			h.claim.Stop()
+		}
+	}
 	return list
 }
 
