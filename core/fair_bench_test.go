@@ -13,8 +13,8 @@ import (
 // from the holder's Unlock call to the moment the waiter (in line,
 // subscribed to its own channel) holds the lock. Besides p50/p99 it reports
 // the scripts and wake-ups Redis ran inside that window (INFO commandstats):
-// the release script, the waiter's one acquire script, and one PUBLISH
-// (from inside the release script) to that waiter alone.
+// the release script, which grants the lock to the waiter, and one PUBLISH
+// (from inside it: the grant) to that waiter alone.
 func BenchmarkFairHandoff(b *testing.B) {
 	_, rdb := single(b)
 	holder := newLocks(b, rdb)
