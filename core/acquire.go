@@ -120,7 +120,14 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 	if rep.left > 0 && rep.left < lease {
 		left = rep.left
 	}
-	deadline := sent.Add(left - driftMargin(lease))
+	// The margin covers clock drift over the time the deadline is reckoned
+	// across: from the send (for a grant, from the attempt its time is
+	// mapped onto) to the end of what is left of the hold.
+	span := left
+	if rep.granted && !a.lastSent.IsZero() {
+		span += sent.Sub(a.lastSent)
+	}
+	deadline := sent.Add(left - driftMargin(span))
 	if !time.Now().Before(deadline) {
 		a.giveBack()
 		return nil, true, fmt.Errorf("keylock: acquire %q: %w: the reply took %s, past the safety deadline of a %s lease; gave the lock back",

@@ -76,23 +76,29 @@ func (s *waitState) granted() (grant, bool) {
 // claimLater claims a granted hold: once a third of its first lease
 // (the claim window) has passed, a renewal extends it to the full watchdog
 // lease, unless the hold ended first. The renewal runs on a Client-owned
-// goroutine; until it lands the hold's deadline is the claim window's, so
-// a claim that cannot reach Redis ends in a loss told at that deadline.
+// goroutine; one that fails (not a loss: an error) is tried once more
+// halfway to the hold's deadline. Until a claim lands the hold's deadline
+// is the claim window's, so a claim that cannot reach Redis ends in a loss
+// told at that deadline.
 func (c *Client) claimLater(h *hold, window time.Duration) {
+	c.claimAfter(h, window/3, true)
+}
+
+func (c *Client) claimAfter(h *hold, delay time.Duration, again bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if h.gone || h.claim != nil {
+	if h.gone || (h.claim != nil && again) {
 		return
 	}
-	h.claim = time.AfterFunc(window/3, func() {
+	h.claim = time.AfterFunc(delay, func() {
 		c.mu.Lock()
 		skip := h.gone || len(h.leases) == 0 || h.renewing
-		lease := h.lease
+		lease, budget := h.lease, time.Until(h.deadline)
 		if !skip {
 			h.renewing = true
 		}
 		c.mu.Unlock()
-		if skip {
+		if skip || budget <= 0 {
 			return
 		}
 		done := func() {
@@ -104,12 +110,17 @@ func (c *Client) claimLater(h *hold, window time.Duration) {
 			defer done()
 			ctx, cancel := c.callContext(context.Background())
 			defer cancel()
-			ctx, stop := context.WithTimeout(ctx, window/3)
+			ctx, stop := context.WithTimeout(ctx, budget)
 			defer stop()
 			sent := time.Now()
 			it := renewItem{h: h, lease: lease}
 			it.ok, it.err = h.p.renewOne(ctx, it.renewal())
 			c.applyRenewals(sent, []renewItem{it})
+			if it.err != nil && again {
+				if left := time.Until(h.deadlineNow(c)); left > 0 {
+					c.claimAfter(h, left/2, false)
+				}
+			}
 		}) {
 			done()
 		}

@@ -262,3 +262,42 @@ func TestFairFixedLeaseWaiterTakesTheLockItself(t *testing.T) {
 	}
 	mustUnlock(t, l)
 }
+
+// A grantee that cannot claim its grant (cut off from Redis right after the
+// push reached it) is told its lease is lost by the end of the claim
+// window, the moment Redis may give the lock to the next waiter.
+func TestFairGrantNotClaimedIsToldByTheEndOfTheWindow(t *testing.T) {
+	srv, rdb := single(t)
+	holder := newLocks(t, rdb)
+	p := redistestProxy(t, srv.Addr())
+	obs := &waitSignal{waiting: make(chan int, 16)}
+	waiter := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second), core.WithObserver(obs))
+	ctx := context.Background()
+	const window = 400 * time.Millisecond
+	held := mustLock(t, holder.FairMutex("u", core.FairClaimWindow(window)), ctx)
+	got := make(chan *core.Lease, 1)
+	go func() {
+		l, err := waiter.FairMutex("u", core.FairClaimWindow(window)).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitInLine(t, obs)
+	released := time.Now()
+	mustUnlock(t, held)
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	p.Blackhole() // the claim cannot reach Redis
+	select {
+	case <-l.Context().Done():
+		if d := time.Since(released); d > window+50*time.Millisecond {
+			t.Errorf("told %v after the release, later than the %v claim window", d, window)
+		}
+	case <-time.After(3 * window):
+		t.Fatal("the grantee was never told its unclaimed grant ended")
+	}
+	p.Pass()
+}

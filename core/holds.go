@@ -35,6 +35,13 @@ type hold struct {
 	claim *time.Timer
 }
 
+// deadlineNow reads h's deadline under c.mu.
+func (h *hold) deadlineNow(c *Client) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return h.deadline
+}
+
 // holdID identifies a hold: what (protocol.holdKey) and for whom.
 type holdID struct{ key, owner string }
 
