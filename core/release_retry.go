@@ -24,7 +24,9 @@ import (
 //     (after that Redis has expired it anyway);
 //   - a release or give-back acknowledged within the last resendWindow is
 //     remembered, and sent once more when the restart watch (restart.go)
-//     sees a new master.
+//     sees a new master — also the resolution of an attempt whose caller
+//     left or whose win came too late (settle.go), which may have given
+//     back a win the new master still has.
 //
 // Sending one again is always safe: each names its lease by id, and the
 // receipt that id left where the first one landed makes the copy a no-op;

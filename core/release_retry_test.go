@@ -57,3 +57,30 @@ func TestCloseStopsReleaseRetries(t *testing.T) {
 		t.Fatalf("Close took %s with a release being retried, want about the read timeout at most", d)
 	}
 }
+
+// The give-back of a win whose caller had left is remembered like a
+// release, and sent once more when a new master appears (it may still have
+// the win, if the give-back landed on the old one only).
+func TestGiveBackIsSentAgainOnANewMaster(t *testing.T) {
+	srv, direct := single(t)
+	proxy := redistestProxy(t, srv.Addr())
+	c := newLocks(t, proxyClient(t, proxy.Addr(), 5*time.Second))
+	proxy.Delay(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Mutex("gone").Lock(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock: %v, want DeadlineExceeded (its win came after the caller left)", err)
+	}
+	proxy.Pass()
+	waitUntil(t, 5*time.Second, "the abandoned win was never given back", func() bool {
+		return core.RecentReleases(c) == 1 && direct.Exists(context.Background(), "keylock:{gone}").Val() == 0
+	})
+	before := proxy.Seen("evalsha")
+	core.ResendRecent(c)
+	waitUntil(t, 2*time.Second, "the give-back was not sent again", func() bool {
+		return proxy.Seen("evalsha") > before
+	})
+	if direct.Exists(context.Background(), "keylock:{gone}").Val() != 0 {
+		t.Fatal("sending the give-back again left the lock held")
+	}
+}

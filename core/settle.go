@@ -37,7 +37,14 @@ func (c *Client) settle(p protocol, t try) {
 		ctx, cancel := context.WithTimeout(c.grace, c.cfg.releaseTimeout)
 		err := p.abort(ctx, t)
 		cancel()
-		if err == nil || !time.Now().Add(pause).Before(until) {
+		if err == nil {
+			// Remembered like an acknowledged release: if a new master
+			// appears within resendWindow, it may still have the win this
+			// resolved (release_retry.go).
+			c.releaseSent(func(ctx context.Context) error { return p.abort(ctx, t) }, until)
+			return
+		}
+		if !time.Now().Add(pause).Before(until) {
 			return
 		}
 		select {
