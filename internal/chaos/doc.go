@@ -2,8 +2,8 @@
 // with a run anyone can repeat (`make chaos DURATION=10m`; a 75 s run is
 // part of `make test`).
 //
-// [Run] (the driver) starts one redis-server (persistence off), one fault
-// proxy per worker slot (internal/redistest's Proxy) and several worker
+// [Run] (the driver) starts a redis-server master and one replica of it
+// (persistence off), one fault proxy per worker slot (internal/redistest's Proxy) and several worker
 // processes. Each worker ([RunWorker]) has its own go-redis client on
 // go-redis's default options and its own core.Client, and loops
 // Lock → critical section → Unlock on every kind through keylock's public
@@ -23,7 +23,12 @@
 // than the lease, some healing within go-redis's read timeout), kill -9 of a
 // worker (a new one takes its slot), SIGSTOP/SIGCONT of a worker (up to 5 s,
 // longer than the lease), empty Redis restarts (kill -9 of redis-server,
-// a new empty one on the same port) and an operator's force-unlocks of
+// a new empty one on the same port), failovers (the replica promoted, the
+// master killed, every proxy moved to the new master as a virtual IP moves,
+// an empty replica started in the old one's place: half planned — writes
+// paused until the replica has them all, as SENTINEL FAILOVER does, so no
+// lock may be lost — half crashes, which may lose the last writes and are
+// judged like an empty restart) and an operator's force-unlocks of
 // random locks (from the driver, every 200-800 ms for a few seconds). A
 // force-unlock takes the victim's hold, but not the rule: the victim must
 // be told before another holder enters, or the overlap is a violation

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -65,7 +66,8 @@ type driver struct {
 	cfg     Config
 	rng     *rand.Rand
 	log     *event.Writer
-	redis   *redisServer
+	redis   *redisServer // the master the workers reach through the proxies
+	replica *redisServer // a replica of it, promoted by a failover (failover.go)
 	proxies []*redistest.Proxy
 	spawned atomic.Int64
 
@@ -85,10 +87,18 @@ func Run(ctx context.Context, cfg Config) (*check.Report, error) {
 		return nil, err
 	}
 	defer d.log.Close()
-	if d.redis, err = startRedis(cfg.Dir); err != nil {
+	if d.redis, err = startRedis(cfg.Dir, ""); err != nil {
 		return nil, err
 	}
-	defer d.redis.kill()
+	defer func() { d.redis.kill() }()
+	replicaDir := filepath.Join(cfg.Dir, "replica")
+	if err := os.MkdirAll(replicaDir, 0o755); err != nil {
+		return nil, err
+	}
+	if d.replica, err = startRedis(replicaDir, d.redis.Addr()); err != nil {
+		return nil, err
+	}
+	defer func() { d.replica.kill() }()
 	for range cfg.Workers {
 		p, err := redistest.StartProxy(d.redis.Addr())
 		if err != nil {
@@ -313,6 +323,9 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 			return fmt.Sprintf("restart FAILED: %v", err)
 		}
 		return fmt.Sprintf("redis-server killed, empty one up after %v", time.Duration(rs.T1-rs.T0).Round(time.Millisecond))
+
+	case event.FaultFailover:
+		return d.failover(ctx)
 
 	case event.FaultForce:
 		dur := d.between(2000, 5000)

@@ -16,18 +16,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisServer is the run's one redis-server, on a fixed loopback port so a
-// restarted one takes its place. Persistence is off: a restart is empty.
+// redisServer is one of the run's redis-servers, on a fixed loopback port
+// so a restarted one takes its place. Persistence is off: a restart is
+// empty. The run has a master and a replica of it (failover.go).
 type redisServer struct {
 	bin  string
 	dir  string
 	port int
-	cmd  *exec.Cmd
-	done chan struct{}
+	// replicaOf is the master's address while the server is started as a
+	// replica of it ("" for a master).
+	replicaOf string
+	cmd       *exec.Cmd
+	done      chan struct{}
 }
 
-// startRedis starts redis-server on a free port with its files in dir.
-func startRedis(dir string) (*redisServer, error) {
+// startRedis starts redis-server on a free port with its files in dir, as
+// a replica of replicaOf unless that is "".
+func startRedis(dir, replicaOf string) (*redisServer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errors.New("chaos: redis-server not found: run `make test` (installs it) or apt-get install redis-server")
@@ -40,7 +45,7 @@ func startRedis(dir string) (*redisServer, error) {
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		s := &redisServer{bin: bin, dir: dir, port: port}
+		s := &redisServer{bin: bin, dir: dir, port: port, replicaOf: replicaOf}
 		if last = s.start(); last == nil {
 			return s, nil
 		}
@@ -57,8 +62,16 @@ func (s *redisServer) start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir)
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir}
+	if s.replicaOf != "" {
+		host, port, err := net.SplitHostPort(s.replicaOf)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--replicaof", host, port)
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -266,7 +266,12 @@ func (w *worker) once(ctx context.Context, i int, l loop, rng *rand.Rand) (pause
 		}
 		return time.Duration(20+rng.IntN(80)) * time.Millisecond
 	}
-	acq.DOA = lease.Context().Err() != nil
+	// Dead on arrival: the lease's context was already cancelled — unless
+	// what cancelled it is the caller's own context, whose deadline passed
+	// after Lock's last look at it (a lease derives from the caller's
+	// context; Lock cannot return before it checks, and the deadline can
+	// fall in between). That lease is held, not lost; its holder was told.
+	acq.DOA = lease.Context().Err() != nil && !(lockCtx.Err() != nil && context.Cause(lease.Context()) == lockCtx.Err())
 	acq.Seq = w.seq.Add(1)
 	acq.Token = lease.Token()
 	told := w.track(ctx, lease, acq.Seq)

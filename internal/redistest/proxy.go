@@ -25,13 +25,13 @@ const (
 // A Proxy owns an accept goroutine and two goroutines per connection; Close
 // (called in t.Cleanup) stops them all and waits for them.
 type Proxy struct {
-	target    string
 	ln        net.Listener
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 	wg        sync.WaitGroup // the accept loop and every connection's goroutines
 
 	mu      sync.Mutex
+	target  string // what a new connection dials (Retarget changes it)
 	mode    mode
 	delay   time.Duration
 	changed chan struct{} // closed (and replaced) whenever mode or delay changes
@@ -108,6 +108,22 @@ func (p *Proxy) Drop() {
 // both directions, so a request/response round trip takes at least 2*d
 // longer. Delay(0) is Pass.
 func (p *Proxy) Delay(d time.Duration) { p.setMode(modePass, max(d, 0)) }
+
+// Retarget points the proxy at another server, as a managed endpoint or a
+// virtual IP moves to a promoted replica in a failover: every open
+// connection is closed (clients see resets or EOF) and new ones dial addr.
+func (p *Proxy) Retarget(addr string) {
+	p.mu.Lock()
+	p.target = addr
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		links = append(links, l)
+	}
+	p.mu.Unlock()
+	for _, l := range links {
+		l.close()
+	}
+}
 
 // Close stops the proxy: it stops accepting, closes every connection, and
 // waits for all of its goroutines to return. It is idempotent.

@@ -50,7 +50,10 @@ func (p *Proxy) serve(client net.Conn) {
 		_ = client.Close()
 		return
 	}
-	server, err := net.DialTimeout("tcp", p.target, proxyDialTimeout)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	server, err := net.DialTimeout("tcp", target, proxyDialTimeout)
 	if err != nil {
 		p.holdWhileBlackholed() // a partitioned client must not see the refusal
 		_ = client.Close()

@@ -192,3 +192,31 @@ func ping(t *testing.T, conn net.Conn, when string) {
 		t.Fatalf("PING %s: got %q, %v; want +PONG", when, got, err)
 	}
 }
+
+func TestProxyRetargetMovesToAnotherServer(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	a, b := redistest.NewServer(t), redistest.NewServer(t)
+	p := redistest.NewProxy(t, a.Addr())
+	if err := a.NewClient(t).Set(ctx, "who", "a", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.NewClient(t).Set(ctx, "who", "b", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := proxiedClient(t, a, p)
+	if v, err := c.Get(ctx, "who").Result(); err != nil || v != "a" {
+		t.Fatalf("GET before Retarget: %q, %v; want \"a\"", v, err)
+	}
+
+	p.Retarget(b.Addr())
+	// The pooled connection was closed: go-redis finds it dead (or the
+	// first command fails, no retries here) and dials the new target.
+	v, err := c.Get(ctx, "who").Result()
+	if err != nil {
+		v, err = c.Get(ctx, "who").Result()
+	}
+	if err != nil || v != "b" {
+		t.Fatalf("GET after Retarget: %q, %v; want \"b\"", v, err)
+	}
+}

@@ -91,7 +91,13 @@ type force struct {
 
 // restart is Redis killed (from), a new server launched (start) and seen
 // answering (to).
-type restart struct{ from, start, to int64 }
+type restart struct {
+	from, start, to int64
+	// failover: a crash failover, not an empty restart. The promoted
+	// replica may have lost a lock's last writes, but has most of the
+	// data: a lock still held there is not free for its waiters.
+	failover bool
+}
 
 type fault struct {
 	name   string
@@ -211,7 +217,7 @@ func parse(recs []event.Record) (*run, error) {
 			if start == 0 {
 				start = rec.T0
 			}
-			r.restarts = append(r.restarts, restart{rec.T0, start, rec.T1})
+			r.restarts = append(r.restarts, restart{rec.T0, start, rec.T1, rec.Fault == event.FaultFailover})
 		case event.Exit:
 			death[rec.PID] = rec.T1
 			r.exits = append(r.exits, rec)

@@ -30,9 +30,10 @@ const (
 	// came late: CPU starvation, a GC pause), so its lease timer could not
 	// fire. The same documented limit as a pause.
 	ClassStarved Class = "process starved"
-	// ClassRestart: Redis restarted empty after the earlier holder entered;
-	// every lock was lost with the data. A documented limit.
-	ClassRestart Class = "lock lost in an empty restart"
+	// ClassRestart: Redis restarted empty after the earlier holder entered,
+	// or crashed and a replica that may have missed the last writes took
+	// over: the lock was lost with the data. A documented limit.
+	ClassRestart Class = "lock lost with Redis's data (empty restart, crash failover)"
 	// ClassForced: an operator force-unlocked the lock after the earlier
 	// holder entered, and the holder heard of it (was told, or left) within
 	// ForceGrace: a holder learns of a force-unlock at its next renewal. A

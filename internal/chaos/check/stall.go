@@ -38,6 +38,9 @@ func (r *run) stalls(rep *Report) {
 		}
 	}
 	for i, rs := range r.restarts {
+		if rs.failover {
+			continue // not empty: its locks may still be held
+		}
 		for _, l := range locks {
 			present := false
 			for _, a := range attempts[l] {

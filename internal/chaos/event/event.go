@@ -63,7 +63,10 @@ const (
 	// with SIGCONT at T1.
 	Pause = "pause"
 	// Restart is Redis killed at T0 (gone: every lock lost), a new, empty
-	// redis-server launched at Start and answering on the same port at T1.
+	// redis-server launched at Start and answering on the same port at T1;
+	// or, with Fault FaultFailover, a crash failover: the master killed at
+	// T0, its replica promoted at Start (what it had not received is lost),
+	// every proxy moved to it by T1.
 	Restart = "restart"
 	// RunEnd marks the end of the run (T1): the driver then stops workers.
 	RunEnd = "end"
@@ -83,10 +86,17 @@ const (
 	FaultStop      = "stop"         // SIGSTOP of one worker, SIGCONT later
 	FaultRestart   = "restart"      // kill -9 of redis-server, a new empty one on the same port
 	FaultForce     = "force-unlock" // an operator force-unlocks random locks (Force records)
+	// FaultFailover: the replica takes over from the master (kill -9 of
+	// the master, REPLICAOF NO ONE, every proxy moved to the new master,
+	// an empty replica started where the master was). Planned: writes are
+	// paused until the replica has them all, as SENTINEL FAILOVER does, so
+	// no lock is lost. A crash: whatever the replica had not yet received
+	// is lost, logged as a Restart (T0 the kill, Start the promotion).
+	FaultFailover = "failover"
 )
 
 // Faults lists every fault name, in a fixed order.
-var Faults = []string{FaultLatency, FaultSpike, FaultReset, FaultPartition, FaultKill, FaultStop, FaultRestart, FaultForce}
+var Faults = []string{FaultLatency, FaultSpike, FaultReset, FaultPartition, FaultKill, FaultStop, FaultRestart, FaultForce, FaultFailover}
 
 // What bounded a call (Record.BoundBy).
 const (
