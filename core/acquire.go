@@ -39,7 +39,7 @@ func (c *Client) acquireAs(ctx context.Context, p protocol, wait bool, opts []Lo
 		lease = c.cfg.watchdogTimeout
 	}
 
-	a := attempt{c: c, p: p, info: info, watchdog: watchdog, start: time.Now(),
+	a := attempt{c: c, p: p, info: info, watchdog: watchdog, start: time.Now(), longHold: lc.longHold,
 		t: try{owner: owner, id: id, lease: lease, final: !wait,
 			watchdog: watchdog, wdLease: c.cfg.watchdogTimeout, replay: c.cfg.replay}}
 	actx := ctx
@@ -77,6 +77,7 @@ type attempt struct {
 	t        try
 	watchdog bool
 	start    time.Time
+	longHold time.Duration // LongHold's threshold (0: the Client's)
 
 	attempts int
 	waited   time.Duration
@@ -142,7 +143,7 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 	cctx, cancel := context.WithCancelCause(ctx)
 	l = &Lease{
 		c: c, p: p, info: a.info, id: a.t.id, token: rep.token,
-		acquired: sent, watchdog: a.watchdog, lease: lease, deadline: deadline,
+		acquired: sent, watchdog: a.watchdog, lease: lease, deadline: deadline, longHold: a.longHold,
 		cancel: cancel,
 	}
 	l.ctx = &leaseContext{Context: cctx, l: l}

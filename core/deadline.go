@@ -8,6 +8,11 @@ import (
 // hold whose local safety deadline passed without a renewal, with cause
 // ErrLockLost, at that deadline (not a timer per lease).
 //
+// The same wake-ups report long holds (longhold.go): a hold with a
+// long-hold threshold is filed at the earlier of its deadline and the
+// moment it becomes long, reported once then, and filed again at its
+// deadline.
+//
 // Holds wait in a min-heap ordered by heapAt, which is never later than the
 // hold's deadline. Renewals only move the deadline (no heap work on the hot
 // path); when the timer finds a hold whose deadline moved on, the hold goes
@@ -123,6 +128,7 @@ func (c *Client) expireDue() {
 	const batch = 1000
 	for {
 		var lost []*Lease
+		var long []longHoldReport
 		more := false
 		c.mu.Lock()
 		now := time.Now()
@@ -138,8 +144,14 @@ func (c *Client) expireDue() {
 			case !h.deadline.After(now):
 				lost = append(lost, c.detach(h)...)
 				continue
-			case h.deadline.Sub(c.holds.epoch) > h.heapAt: // renewed since filed
-				h.heapAt = h.deadline.Sub(c.holds.epoch)
+			case !h.longAt.IsZero() && !h.longAt.After(now): // held too long (longhold.go)
+				long = append(long, longHoldReport{l: h.leases[0], since: h.since, threshold: h.longAt.Sub(h.since), leases: len(h.leases)})
+				h.longAt = time.Time{}
+				h.heapAt = h.nextAt(c.holds.epoch)
+				c.holds.deadlines.fix(0)
+				continue
+			case h.nextAt(c.holds.epoch) > h.heapAt: // renewed since filed
+				h.heapAt = h.nextAt(c.holds.epoch)
 				c.holds.deadlines.fix(0)
 				continue
 			}
@@ -147,6 +159,7 @@ func (c *Client) expireDue() {
 		}
 		c.mu.Unlock()
 		c.signalLost(lost, ErrLockLost)
+		c.reportLongHolds(long)
 		if !more {
 			return
 		}

@@ -33,6 +33,20 @@ type hold struct {
 	// claim is a granted hold's pending claim (grant.go), stopped when the
 	// hold ends.
 	claim *time.Timer
+	// since is when the hold began (its first lease's attempt was sent);
+	// longAt is when it becomes a long hold, zero once reported or when no
+	// threshold applies (longhold.go).
+	since, longAt time.Time
+}
+
+// nextAt is when the deadline watch must look at h next, measured from
+// epoch: its deadline, or the moment it becomes a long hold if earlier.
+func (h *hold) nextAt(epoch time.Time) time.Duration {
+	at := h.deadline
+	if !h.longAt.IsZero() && h.longAt.Before(at) {
+		at = h.longAt
+	}
+	return at.Sub(epoch)
 }
 
 // deadlineNow reads h's deadline under c.mu.
@@ -67,7 +81,7 @@ func (r *registry) add(h *hold) {
 	r.byID[holdID{h.key, h.owner}] = h
 	h.slot = int32(len(r.list))
 	r.list = append(r.list, h)
-	h.heapAt = h.deadline.Sub(r.epoch)
+	h.heapAt = h.nextAt(r.epoch)
 	r.deadlines.push(h)
 	if h.heapIx == 0 {
 		select {
@@ -170,7 +184,11 @@ func (c *Client) addLease(l *Lease, deadline time.Time, reentry bool) (res addRe
 		}
 	}
 	if h == nil {
-		h = &hold{key: key, owner: l.info.Owner, token: l.token, p: l.p, lease: l.lease, watchdog: l.watchdog, deadline: deadline}
+		h = &hold{key: key, owner: l.info.Owner, token: l.token, p: l.p, lease: l.lease, watchdog: l.watchdog, deadline: deadline,
+			since: l.acquired}
+		if d := c.longHoldFor(l); d > 0 {
+			h.longAt = l.acquired.Add(d)
+		}
 		c.holds.add(h)
 		c.kickRestartWatch() // restart.go: a hold began
 	} else {

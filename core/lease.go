@@ -19,6 +19,9 @@ type Lease struct {
 	token    uint64
 	acquired time.Time
 	watchdog bool
+	// longHold is the long-hold threshold the Lock call asked for (0: the
+	// Client's); it applies to the hold the lease begins (longhold.go).
+	longHold time.Duration
 	lease    time.Duration
 	// deadline is this lease's own local safety deadline (guarded by c.mu):
 	// its hold keeps the latest of its leases', and falls back to it when

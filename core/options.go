@@ -20,6 +20,7 @@ type config struct {
 	releaseTimeout  time.Duration
 	replica         *replicaSync // WithReplicaSync; nil: off
 	identity        *Identity    // WithIdentity (identity.go); nil: none
+	longHold        time.Duration // WithLongHold (longhold.go); 0: off
 	// replay is how long a closed attempt's record is kept in Redis: the
 	// time a copy of its command can still arrive (replayWindow).
 	replay time.Duration
@@ -83,6 +84,7 @@ type lockConfig struct {
 	leaseTime   time.Duration // 0: watchdog
 	waitTimeout time.Duration // 0: until ctx ends
 	label       string
+	longHold    time.Duration // 0: the Client's WithLongHold
 	err         error
 }
 

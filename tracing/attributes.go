@@ -33,6 +33,8 @@ const (
 	keyFreed     = attribute.Key("keylock.release.freed")    // the release freed the lock (hold count 0)
 	keyAttempt   = attribute.Key("keylock.wait.attempt")     // attempts made before this wait
 	keyHolderTTL = attribute.Key("keylock.wait.holder_ttl")  // seconds left on the holder's lease; omitted when unknown
+	keyThreshold = attribute.Key("keylock.long_hold.threshold") // seconds: the long-hold threshold the hold outlived
+	keyLeases    = attribute.Key("keylock.hold.leases")         // leases (re-entries) of the hold
 )
 
 // Span and event names.
@@ -43,6 +45,7 @@ const (
 	eventWait    = "keylock.wait"
 	eventRenew   = "keylock.renew"
 	eventLost    = "keylock.lost"
+	eventLong    = "keylock.long_hold"
 	errTypeOther = "_OTHER"
 )
 

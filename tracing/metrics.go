@@ -26,6 +26,7 @@ type instruments struct {
 	held            metric.Int64UpDownCounter
 	waiters         metric.Int64UpDownCounter
 	forceUnlocks    metric.Int64Counter
+	longHolds       metric.Int64Counter
 }
 
 // newInstruments creates the instruments on m. An instrument that cannot be
@@ -51,6 +52,8 @@ func newInstruments(m metric.Meter) instruments {
 		"Acquisitions waiting for a busy lock.")
 	in.forceUnlocks = counter(m, "keylock.force_unlocks", "{unlock}",
 		"Locks freed by force (core.Client.ForceUnlock), by kind and whether anything was held.")
+	in.longHolds = counter(m, "keylock.long_holds", "{hold}",
+		"Holds still held past their long-hold threshold (core.WithLongHold, core.LongHold), counted once each, when they cross it.")
 	return in
 }
 
@@ -74,6 +77,7 @@ func (in *instruments) zero(a *lockAttrs) {
 	}
 	in.held.Add(ctx, 0, a.lock.add...)
 	in.waiters.Add(ctx, 0, a.lock.add...)
+	in.longHolds.Add(ctx, 0, a.lock.add...)
 	if len(a.base) == 0 {
 		in.forceUnlocks.Add(ctx, 0)
 	}

@@ -1,7 +1,7 @@
 // Command keylock inspects and operates keylock locks in Redis: who holds a
 // lock, since when, who waits, and — when a holder is stuck — freeing it.
 //
-//	keylock [flags] ls [GLOB]           # locks matching GLOB (default *)
+//	keylock [flags] ls [GLOB]           # locks matching GLOB (default *); -older-than D: held ≥ D
 //	keylock [flags] show NAME           # holders, TTLs, token, permits, waiters
 //	keylock [flags] force-unlock NAME   # free it, wake waiters, say what was removed
 //	keylock [flags] watch NAME          # live view, refreshing, until Ctrl-C

@@ -337,3 +337,38 @@ func TestCLIWatchUnderPTY(t *testing.T) {
 	_ = tty.Close()
 	<-readDone
 }
+
+// TestCLILsOlderThan: ls -older-than lists only the locks with a hold
+// held at least that long.
+func TestCLILsOlderThan(t *testing.T) {
+	srv := redistest.NewServer(t)
+	c := newClient(t, srv.NewClient(t))
+	ctx := context.Background()
+	old, err := c.Mutex("jobs:old").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Unlock(ctx) }()
+	time.Sleep(400 * time.Millisecond)
+	young, err := c.Semaphore("jobs:young", 2).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = young.Unlock(ctx) }()
+
+	out, stderr, code := cli(t, "-redis", srv.Addr(), "-json", "ls", "-older-than", "300ms", "jobs:*")
+	var list []lockJSON
+	if err := json.Unmarshal([]byte(out), &list); code != exitOK || err != nil {
+		t.Fatalf("ls -older-than: exit %d, %v: %s%s", code, err, out, stderr)
+	}
+	if len(list) != 1 || list[0].Name != "jobs:old" {
+		t.Fatalf("ls -older-than 300ms = %+v, want jobs:old only", list)
+	}
+	out, _, code = cli(t, "-redis", srv.Addr(), "ls", "-older-than", "1h")
+	if code != exitOK || strings.Contains(out, "jobs:") {
+		t.Fatalf("ls -older-than 1h: exit %d:\n%s\nwant no lock", code, out)
+	}
+	if _, _, code := cli(t, "-redis", srv.Addr(), "show", "-older-than", "1s", "jobs:old"); code != exitUsage {
+		t.Fatalf("show -older-than: exit %d, want %d (it goes with ls)", code, exitUsage)
+	}
+}

@@ -34,6 +34,7 @@ type options struct {
 	interval  time.Duration
 	tlsCA     string
 	insecure  bool
+	olderThan time.Duration // ls: only locks with a hold at least this old
 
 	stderr io.Writer // for warnings
 }
@@ -56,7 +57,7 @@ func (o options) target() string {
 }
 
 const usage = `usage:
-  keylock [flags] ls [GLOB]            locks matching GLOB (default *)
+  keylock [flags] ls [GLOB]            locks matching GLOB (default *); -older-than 30s: long holds only
   keylock [flags] show NAME            holders, TTLs, token, permits, waiters
   keylock [flags] force-unlock NAME    free it, wake waiters, say what was removed
   keylock [flags] watch NAME           live view, refreshing, until Ctrl-C
@@ -106,6 +107,7 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.json, "json", o.json, "print JSON (ls: an array; show: an object; watch: one object per line)")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on each round of Redis calls")
 	fs.DurationVar(&o.interval, "interval", o.interval, "watch: time between refreshes")
+	fs.DurationVar(&o.olderThan, "older-than", o.olderThan, "ls: only locks with a hold held at least this long (e.g. 30s); holds of unknown age are left out")
 	fs.StringVar(&o.tlsCA, "tls-ca", o.tlsCA, "rediss://: PEM file of the CA that signed the server's certificate; if not given, the system's")
 	fs.BoolVar(&o.insecure, "tls-insecure", o.insecure, "rediss://: do not verify the server's certificate")
 	return fs
@@ -161,6 +163,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.interval <= 0 || o.timeout <= 0 {
 		fmt.Fprintln(stderr, "keylock: -interval and -timeout must be positive")
+		return exitUsage
+	}
+	if o.olderThan < 0 || (o.olderThan > 0 && cmd != "ls") {
+		fmt.Fprintln(stderr, "keylock: -older-than takes a positive duration and goes with ls")
 		return exitUsage
 	}
 
@@ -235,6 +241,9 @@ func (a *app) ls(ctx context.Context, glob string) int {
 	if err != nil {
 		return a.fail(err)
 	}
+	if a.o.olderThan > 0 {
+		states = olderThan(states, a.o.olderThan)
+	}
 	if a.o.json {
 		out := make([]lockJSON, 0, len(states))
 		for _, st := range states {
@@ -287,4 +296,19 @@ func (a *app) forceUnlock(ctx context.Context, name string) int {
 		return exitNotFound
 	}
 	return exitOK
+}
+
+// olderThan keeps the locks with a hold held at least d, by the server's
+// clock at the snapshot.
+func olderThan(states []*core.LockState, d time.Duration) []*core.LockState {
+	var out []*core.LockState
+	for _, st := range states {
+		for _, h := range st.Holders {
+			if h.HeldFor(st.ServerTime) >= d {
+				out = append(out, st)
+				break
+			}
+		}
+	}
+	return out
 }
