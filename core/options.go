@@ -18,8 +18,8 @@ type config struct {
 	watchdogTimeout time.Duration
 	observer        Observer
 	releaseTimeout  time.Duration
-	replica         *replicaSync // WithReplicaSync; nil: off
-	identity        *Identity    // WithIdentity (identity.go); nil: none
+	replica         *replicaSync  // WithReplicaSync; nil: off
+	identity        *Identity     // WithIdentity (identity.go); nil: none
 	longHold        time.Duration // WithLongHold (longhold.go); 0: off
 	// replay is how long a closed attempt's record is kept in Redis: the
 	// time a copy of its command can still arrive (replayWindow).

@@ -18,21 +18,21 @@ import (
 // Attribute keys. Durations are float seconds. The README lists where each
 // one appears.
 const (
-	keyKind      = attribute.Key("keylock.lock.kind")        // mutex, fair, read, write, semaphore, ...
-	keyTemplate  = attribute.Key("keylock.lock.template")    // core.LockInfo.Label; omitted when empty
-	keyLockKey   = attribute.Key("keylock.lock.key")         // the rendered lock name: WithKeyAttribute only
-	keyOutcome   = attribute.Key("keylock.outcome")          // per operation, see the outcome values below
-	keyMode      = attribute.Key("keylock.acquire.mode")     // wait (Lock) or try (TryLock)
-	keyAttempts  = attribute.Key("keylock.acquire.attempts") // attempts made
-	keyWaited    = attribute.Key("keylock.acquire.waited")   // seconds spent waiting between attempts
-	keyReentry   = attribute.Key("keylock.acquire.reentry")  // the owner already held the lock
-	keyToken     = attribute.Key("keylock.fencing_token")    // the lease's fencing token
-	keyLeaseMode = attribute.Key("keylock.lease.mode")       // watchdog or fixed
-	keyLeaseTime = attribute.Key("keylock.lease.duration")   // seconds: the fixed lease, or the watchdog timeout
-	keyHeld      = attribute.Key("keylock.lease.held")       // seconds the lease had been held
-	keyFreed     = attribute.Key("keylock.release.freed")    // the release freed the lock (hold count 0)
-	keyAttempt   = attribute.Key("keylock.wait.attempt")     // attempts made before this wait
-	keyHolderTTL = attribute.Key("keylock.wait.holder_ttl")  // seconds left on the holder's lease; omitted when unknown
+	keyKind      = attribute.Key("keylock.lock.kind")           // mutex, fair, read, write, semaphore, ...
+	keyTemplate  = attribute.Key("keylock.lock.template")       // core.LockInfo.Label; omitted when empty
+	keyLockKey   = attribute.Key("keylock.lock.key")            // the rendered lock name: WithKeyAttribute only
+	keyOutcome   = attribute.Key("keylock.outcome")             // per operation, see the outcome values below
+	keyMode      = attribute.Key("keylock.acquire.mode")        // wait (Lock) or try (TryLock)
+	keyAttempts  = attribute.Key("keylock.acquire.attempts")    // attempts made
+	keyWaited    = attribute.Key("keylock.acquire.waited")      // seconds spent waiting between attempts
+	keyReentry   = attribute.Key("keylock.acquire.reentry")     // the owner already held the lock
+	keyToken     = attribute.Key("keylock.fencing_token")       // the lease's fencing token
+	keyLeaseMode = attribute.Key("keylock.lease.mode")          // watchdog or fixed
+	keyLeaseTime = attribute.Key("keylock.lease.duration")      // seconds: the fixed lease, or the watchdog timeout
+	keyHeld      = attribute.Key("keylock.lease.held")          // seconds the lease had been held
+	keyFreed     = attribute.Key("keylock.release.freed")       // the release freed the lock (hold count 0)
+	keyAttempt   = attribute.Key("keylock.wait.attempt")        // attempts made before this wait
+	keyHolderTTL = attribute.Key("keylock.wait.holder_ttl")     // seconds left on the holder's lease; omitted when unknown
 	keyThreshold = attribute.Key("keylock.long_hold.threshold") // seconds: the long-hold threshold the hold outlived
 	keyLeases    = attribute.Key("keylock.hold.leases")         // leases (re-entries) of the hold
 )
