@@ -322,7 +322,8 @@ func (r *run) fencing(secs []*section) (out []Inversion, checks, across int) {
 				Lock: y.lock, Earlier: best.id(), Later: y.id(),
 				EarlierToken: best.token, LaterToken: y.token,
 				Duplicate: y.token == best.token, AcrossRestart: spans,
-				At: y.enter, Faults: r.faultsAt(y.enter),
+				AcrossFailover: r.failoverBetween(best.enter, y.enter),
+				At:             y.enter, Faults: r.faultsAt(y.enter),
 			})
 		}
 	}
@@ -333,8 +334,9 @@ func (r *run) fencing(secs []*section) (out []Inversion, checks, across int) {
 			out = append(out, Inversion{
 				Lock: s.lock, Earlier: first.id(), Later: s.id(),
 				EarlierToken: first.token, LaterToken: s.token, Duplicate: true,
-				AcrossRestart: r.restartBetween(first.enter, s.enter),
-				At:            s.enter, Faults: r.faultsAt(s.enter),
+				AcrossRestart:  r.restartBetween(first.enter, s.enter),
+				AcrossFailover: r.failoverBetween(first.enter, s.enter),
+				At:             s.enter, Faults: r.faultsAt(s.enter),
 			})
 		}
 		if _, ok := seen[s.token]; !ok {

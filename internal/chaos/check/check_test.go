@@ -667,3 +667,26 @@ func TestCrashFailoverMayLoseLocksButIsNoEmptyRestart(t *testing.T) {
 		t.Fatalf("recoveries after an empty restart: %+v, want two", rep.Recoveries)
 	}
 }
+
+func TestFencingInversionAcrossACrashFailover(t *testing.T) {
+	// The later holder's token is older: a crash failover restored a hold
+	// its owner had released, and the owner re-entered it. Reported, not a
+	// failure.
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 10, token(20))
+	l.add(event.Record{Ev: event.Restart, Fault: event.FaultFailover, T0: ms(20), Start: ms(25), T1: ms(30)})
+	l.cs(2, "m", mutex, 40, 41, 50, token(10))
+	rep := l.check(t)
+	if len(rep.Inversions) != 1 || !rep.Inversions[0].AcrossFailover || rep.Failures() != nil {
+		t.Fatalf("inversions %+v, failures %v; want one across the failover, no failure", rep.Inversions, rep.Failures())
+	}
+	// The same across an empty restart is a failure: the clock orders
+	// tokens there.
+	var e logs
+	e.cs(1, "m", mutex, 0, 1, 10, token(20))
+	e.add(event.Record{Ev: event.Restart, T0: ms(20), Start: ms(25), T1: ms(30)})
+	e.cs(2, "m", mutex, 40, 41, 50, token(10))
+	if rep := e.check(t); len(rep.Failures()) != 1 {
+		t.Fatalf("failures %v; want the inversion across an empty restart", rep.Failures())
+	}
+}

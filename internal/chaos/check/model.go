@@ -277,6 +277,18 @@ func (r *run) restartBetween(from, to int64) bool {
 	return false
 }
 
+// failoverBetween reports whether a crash failover (the master killed, a
+// replica that may lack its last writes promoted) happened after from and
+// before to.
+func (r *run) failoverBetween(from, to int64) bool {
+	for _, rs := range r.restarts {
+		if rs.failover && rs.from > from && rs.from < to {
+			return true
+		}
+	}
+	return false
+}
+
 // forcedBetween reports whether lock was force-unlocked by the operator
 // (the call was made) after from and before to.
 func (r *run) forcedBetween(lock string, from, to int64) bool {
