@@ -103,7 +103,9 @@ func (c *Client) watchDeadlines() {
 		var next time.Duration
 		if armed {
 			next = c.holds.deadlines[0].heapAt - time.Since(c.holds.epoch)
+			c.holds.armed = c.holds.deadlines[0].heapAt
 		}
+		c.holds.armedOK = armed
 		c.mu.Unlock()
 		if armed {
 			t.Reset(next)

@@ -71,6 +71,23 @@ type registry struct {
 	// than the one it waits for was added.
 	rearm chan struct{}
 	epoch time.Time // heapAt is measured from it
+	// armed is the heapAt the deadline watch's timer is set for, while
+	// armedOK: a hold due later needs no wake-up (the timer re-files it),
+	// so an uncontended Lock/Unlock loop does not wake the watch each time.
+	armed   time.Duration
+	armedOK bool
+}
+
+// wake wakes the deadline watch if a hold is now due at at, earlier than
+// its timer is set for.
+func (r *registry) wake(at time.Duration) {
+	if r.armedOK && at >= r.armed {
+		return
+	}
+	select {
+	case r.rearm <- struct{}{}:
+	default:
+	}
 }
 
 func newRegistry() registry {
@@ -84,10 +101,7 @@ func (r *registry) add(h *hold) {
 	h.heapAt = h.nextAt(r.epoch)
 	r.deadlines.push(h)
 	if h.heapIx == 0 {
-		select {
-		case r.rearm <- struct{}{}:
-		default:
-		}
+		r.wake(h.heapAt)
 	}
 }
 
@@ -100,10 +114,7 @@ func (r *registry) moveDeadline(h *hold, d time.Time) {
 		if i := int(h.heapIx); i >= 0 && i < len(r.deadlines) && r.deadlines[i] == h {
 			r.deadlines.fix(i)
 		}
-		select {
-		case r.rearm <- struct{}{}:
-		default:
-		}
+		r.wake(at)
 	}
 }
 
