@@ -5,6 +5,7 @@
 //	keylock [flags] show NAME           # holders, TTLs, token, permits, waiters
 //	keylock [flags] force-unlock NAME   # free it, wake waiters, say what was removed
 //	keylock [flags] watch NAME          # live view, refreshing, until Ctrl-C
+//	keylock [flags] deadlocks [GLOB]    # owners waiting for each other's locks
 //	keylock [flags] ui                  # the dashboard in a browser
 //
 // Install it with
@@ -44,6 +45,7 @@
 //	2  bad usage (flags, arguments, an invalid lock name)
 //	3  show: the lock is not held (free or absent; -json still prints it);
 //	   force-unlock: nothing was held (its waiters were still woken)
+//	4  deadlocks: at least one cycle was found (-json still prints them)
 //
 // ls exits 0 also when nothing matches ([] with -json); watch exits 0 on
 // Ctrl-C. -version prints keylock's version.

@@ -372,3 +372,66 @@ func TestCLILsOlderThan(t *testing.T) {
 		t.Fatalf("show -older-than: exit %d, want %d (it goes with ls)", code, exitUsage)
 	}
 }
+
+// TestCLIDeadlocks: two clients each hold a lock and wait, nested, for
+// the other's: deadlocks shows the cycle and exits 4; with no cycle, 0.
+func TestCLIDeadlocks(t *testing.T) {
+	srv := redistest.NewServer(t)
+	a := identified(t, srv.NewClient(t))
+	b := newClient(t, srv.NewClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	if out, _, code := cli(t, "-redis", srv.Addr(), "deadlocks"); code != exitOK || !strings.Contains(out, "no deadlock") {
+		t.Fatalf("deadlocks with none: exit %d:\n%s", code, out)
+	}
+	la, err := a.FairMutex("pay:1").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.FairMutex("ship:1").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{}, 2)
+	go func() { _, _ = a.FairMutex("ship:1").Lock(la.Context()); done <- struct{}{} }()
+	go func() { _, _ = b.FairMutex("pay:1").Lock(core.WithOwner(waitCtx, lb.Owner())); done <- struct{}{} }()
+	defer func() {
+		stop()
+		_ = lb.Unlock(context.Background()) // ends a's wait too
+		<-done
+		<-done
+		_ = la.Unlock(context.Background())
+	}()
+
+	var out, stderr string
+	code := exitOK
+	for deadline := time.Now().Add(10 * time.Second); code != exitDeadlock; {
+		if time.Now().After(deadline) {
+			t.Fatalf("deadlocks -json: exit %d within 10s, want 4:\n%s%s", code, out, stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+		out, stderr, code = cli(t, "-redis", srv.Addr(), "-json", "deadlocks")
+	}
+	var cycles []deadlockJSON
+	if err := json.Unmarshal([]byte(out), &cycles); err != nil || len(cycles) != 1 || len(cycles[0].Steps) != 2 {
+		t.Fatalf("deadlocks -json: %v\n%s\nwant one cycle of two owners", err, out)
+	}
+	for _, s := range cycles[0].Steps {
+		if (s.Owner == la.Owner() && (s.Holds != "pay:1" || s.WaitsFor != "ship:1" || s.Client != readable)) ||
+			(s.Owner == lb.Owner() && (s.Holds != "ship:1" || s.WaitsFor != "pay:1")) ||
+			(s.Owner != la.Owner() && s.Owner != lb.Owner()) {
+			t.Errorf("step %+v does not match the two holds", s)
+		}
+	}
+	out, _, code = cli(t, "-redis", srv.Addr(), "deadlocks", "pay:*")
+	if code != exitOK {
+		// Only one of the two locks matches: no cycle among them.
+		t.Errorf("deadlocks pay:*: exit %d:\n%s", code, out)
+	}
+	out, _, code = cli(t, "-redis", srv.Addr(), "deadlocks")
+	if code != exitDeadlock || !strings.Contains(out, "deadlock 1: 2 owners") || !strings.Contains(out, readable) {
+		t.Errorf("deadlocks (table): exit %d:\n%s", code, out)
+	}
+}

@@ -21,6 +21,7 @@ const (
 	exitError    = 1 // Redis unreachable, a bad reply, ...
 	exitUsage    = 2
 	exitNotFound = 3 // show: the lock is not held; force-unlock: nothing was held
+	exitDeadlock = 4 // deadlocks: at least one cycle was found
 )
 
 // options are the global flags (accepted before or after the command).
@@ -61,6 +62,7 @@ const usage = `usage:
   keylock [flags] show NAME            holders, TTLs, token, permits, waiters
   keylock [flags] force-unlock NAME    free it, wake waiters, say what was removed
   keylock [flags] watch NAME           live view, refreshing, until Ctrl-C
+  keylock [flags] deadlocks [GLOB]     owners waiting for each other's locks (fair locks, RW writers)
   keylock [flags] ui                   the dashboard in a browser (keylock ui -h)
 
 where Redis is:
@@ -77,6 +79,7 @@ exit status:
   1  error (Redis unreachable, a command refused, a bad reply)
   2  bad usage
   3  show: the lock is not held (free or absent); force-unlock: nothing was held
+  4  deadlocks: at least one cycle of owners waiting for each other was found
 
 flags:
 `
@@ -147,7 +150,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pos := sub.Args()
 	var need int
 	switch cmd {
-	case "ls":
+	case "ls", "deadlocks":
 		need = -1
 	case "show", "force-unlock", "watch":
 		need = 1
@@ -194,6 +197,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			glob = pos[0]
 		}
 		return a.ls(ctx, glob)
+	case "deadlocks":
+		glob := "*"
+		if len(pos) == 1 {
+			glob = pos[0]
+		}
+		return a.deadlocks(ctx, glob)
 	case "show":
 		return a.show(ctx, pos[0])
 	case "force-unlock":

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/keylock/keylock/core"
+)
+
+// deadlockJSON is one cycle in deadlocks -json.
+type deadlockJSON struct {
+	Since *time.Time         `json:"since,omitempty"` // the latest hold in the cycle began
+	Steps []deadlockStepJSON `json:"steps"`
+}
+
+type deadlockStepJSON struct {
+	Owner    string `json:"owner"`
+	Client   string `json:"client,omitempty"`
+	Holds    string `json:"holds"`
+	WaitsFor string `json:"waits_for"`
+}
+
+// deadlocks lists the cycles of owners waiting for each other's locks
+// among the locks matching glob. It exits exitDeadlock when it found one.
+func (a *app) deadlocks(ctx context.Context, glob string) int {
+	ctx, cancel := a.bounded(ctx)
+	defer cancel()
+	found, err := a.locks.Deadlocks(ctx, glob)
+	if err != nil {
+		return a.fail(err)
+	}
+	if a.o.json {
+		out := make([]deadlockJSON, 0, len(found))
+		for _, d := range found {
+			j := deadlockJSON{}
+			if !d.Since.IsZero() {
+				s := d.Since
+				j.Since = &s
+			}
+			for _, s := range d.Steps {
+				j.Steps = append(j.Steps, deadlockStepJSON{Owner: s.Owner, Client: s.Client, Holds: s.Holds, WaitsFor: s.WaitsFor})
+			}
+			out = append(out, j)
+		}
+		if code := a.printJSON(out); code != exitOK {
+			return code
+		}
+	} else {
+		writeDeadlocks(a.out, found, time.Now())
+	}
+	if len(found) > 0 {
+		return exitDeadlock
+	}
+	return exitOK
+}
+
+// writeDeadlocks prints the cycles for people.
+func writeDeadlocks(w io.Writer, found []core.Deadlock, now time.Time) {
+	if len(found) == 0 {
+		fmt.Fprintln(w, "no deadlock (among owners waiting in a fair lock's line or as an RW writer)")
+		return
+	}
+	for i, d := range found {
+		since := ""
+		if !d.Since.IsZero() {
+			since = fmt.Sprintf(", for at most %s", now.Sub(d.Since).Round(100*time.Millisecond))
+		}
+		fmt.Fprintf(w, "deadlock %d: %d owners%s\n", i+1, len(d.Steps), since)
+		for _, s := range d.Steps {
+			fmt.Fprintf(w, "  %s (%s) holds %s, waits for %s\n", s.Owner, dash(s.Client), s.Holds, s.WaitsFor)
+		}
+		if i < len(found)-1 {
+			fmt.Fprintln(w, strings.Repeat("-", 3))
+		}
+	}
+}

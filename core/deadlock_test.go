@@ -1,0 +1,113 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+)
+
+func TestFindDeadlocksInSnapshots(t *testing.T) {
+	held := func(name, owner string, since time.Time, line ...string) *core.LockState {
+		st := &core.LockState{Name: name, Held: true, Holders: []core.Holder{{Owner: owner, Since: since}}}
+		for _, w := range line {
+			st.Line = append(st.Line, core.Waiter{Owner: w})
+		}
+		return st
+	}
+	t0 := time.Unix(1700000000, 0)
+	states := []*core.LockState{
+		held("x", "b", t0, "a"),                    // a waits for x, held by b
+		held("y", "c", t0.Add(time.Second), "b"),   // b waits for y, held by c
+		held("z", "a", t0.Add(2*time.Second), "c"), // c waits for z, held by a: a → b → c → a
+		held("p", "d", t0, "e"),                    // e waits for d: no cycle
+		held("q", "q1", t0, "q1"),                  // a holder in its own line is no edge
+	}
+	got := core.FindDeadlocks(states)
+	if len(got) != 1 {
+		t.Fatalf("found %d cycles, want 1: %+v", len(got), got)
+	}
+	d := got[0]
+	want := []core.DeadlockStep{{Owner: "a", Holds: "z", WaitsFor: "x"}, {Owner: "b", Holds: "x", WaitsFor: "y"}, {Owner: "c", Holds: "y", WaitsFor: "z"}}
+	if len(d.Steps) != 3 {
+		t.Fatalf("cycle %+v, want %+v", d.Steps, want)
+	}
+	for i := range want {
+		if d.Steps[i].Owner != want[i].Owner || d.Steps[i].Holds != want[i].Holds || d.Steps[i].WaitsFor != want[i].WaitsFor {
+			t.Fatalf("cycle %+v, want %+v", d.Steps, want)
+		}
+	}
+	if !d.Since.Equal(t0.Add(2 * time.Second)) {
+		t.Fatalf("since %v, want the latest hold's start %v", d.Since, t0.Add(2*time.Second))
+	}
+	if got := core.FindDeadlocks(states[3:]); len(got) != 0 {
+		t.Fatalf("cycles without one: %+v", got)
+	}
+}
+
+// TestDeadlocksAcrossClients: two Clients (two processes, as far as Redis
+// can tell) each hold a lock and wait for the other's, nested under their
+// leases: a fair lock and an RW lock's write side, both lines Redis keeps.
+func TestDeadlocksAcrossClients(t *testing.T) {
+	_, rdb := single(t)
+	a := newLocks(t, rdb, core.WithIdentity(core.Identity{Service: "orders"}))
+	b := newLocks(t, rdb, core.WithIdentity(core.Identity{Service: "billing"}))
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	la := mustLock(t, a.FairMutex("dl:x"), ctx)
+	lb := mustLock(t, b.RWMutex("dl:y"), ctx)
+	waitCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, 2)
+	go func() {
+		_, err := a.RWMutex("dl:y").Lock(core.WithOwner(waitCtx, la.Owner()))
+		errs <- err
+	}()
+	go func() {
+		_, err := b.FairMutex("dl:x").Lock(core.WithOwner(waitCtx, lb.Owner()))
+		errs <- err
+	}()
+
+	var found []core.Deadlock
+	deadline := time.Now().Add(10 * time.Second)
+	for len(found) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no deadlock found within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+		var err error
+		if found, err = a.Deadlocks(ctx, "dl:*"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(found) != 1 || len(found[0].Steps) != 2 {
+		t.Fatalf("deadlocks %+v, want one cycle of two owners", found)
+	}
+	owners := map[string]string{}
+	for _, s := range found[0].Steps {
+		owners[s.Owner] = s.WaitsFor
+	}
+	if owners[la.Owner()] != "dl:y" || owners[lb.Owner()] != "dl:x" || found[0].Since.IsZero() {
+		t.Fatalf("cycle %+v, want %s waiting for dl:y and %s for dl:x, with a since", found[0], la.Owner(), lb.Owner())
+	}
+	for _, s := range found[0].Steps {
+		if s.Client == "" {
+			t.Errorf("step %+v names no client", s)
+		}
+	}
+
+	// One side backs off: the cycle is gone.
+	stop()
+	for range 2 {
+		if err := <-errs; err == nil || !errors.Is(err, context.Canceled) {
+			t.Errorf("waiter: %v, want context.Canceled", err)
+		}
+	}
+	mustUnlock(t, la)
+	mustUnlock(t, lb)
+	if found, err := a.Deadlocks(ctx, "dl:*"); err != nil || len(found) != 0 {
+		t.Fatalf("after the waits ended: %+v, %v; want none", found, err)
+	}
+}
