@@ -81,6 +81,25 @@ type forceJSON struct {
 	WokenHead    string   `json:"woken_head,omitempty"`
 }
 
+// deadlocksJSON is GET api/deadlocks: the cycles of owners waiting for
+// each other's locks among the locks matching a glob (core.Deadlocks).
+type deadlocksJSON struct {
+	Glob      string         `json:"glob"`
+	Deadlocks []deadlockJSON `json:"deadlocks"`
+}
+
+type deadlockJSON struct {
+	Since *time.Time         `json:"since,omitempty"` // the latest hold in the cycle began
+	Steps []deadlockStepJSON `json:"steps"`
+}
+
+type deadlockStepJSON struct {
+	Owner    string `json:"owner"`
+	Client   string `json:"client"`
+	Holds    string `json:"holds"`
+	WaitsFor string `json:"waits_for"`
+}
+
 type errorJSON struct {
 	Error string `json:"error"`
 }
@@ -117,6 +136,35 @@ func (h *Handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		out.ServerTime = st.ServerTime
 	}
 	out.ElapsedMs = float64(time.Since(start).Microseconds()) / 1000
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listDeadlocks inspects every lock matching the glob (not one page), so
+// the page asks for it less often than for the list.
+func (h *Handler) listDeadlocks(w http.ResponseWriter, r *http.Request) {
+	glob := r.URL.Query().Get("glob")
+	if glob == "" {
+		glob = "*"
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.timeout)
+	defer cancel()
+	found, err := h.locks.Deadlocks(ctx, glob)
+	if err != nil {
+		writeCoreError(w, err)
+		return
+	}
+	out := deadlocksJSON{Glob: glob, Deadlocks: make([]deadlockJSON, 0, len(found))}
+	for _, d := range found {
+		j := deadlockJSON{Steps: make([]deadlockStepJSON, 0, len(d.Steps))}
+		if !d.Since.IsZero() {
+			s := d.Since
+			j.Since = &s
+		}
+		for _, s := range d.Steps {
+			j.Steps = append(j.Steps, deadlockStepJSON{Owner: s.Owner, Client: s.Client, Holds: s.Holds, WaitsFor: s.WaitsFor})
+		}
+		out.Deadlocks = append(out.Deadlocks, j)
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -285,3 +285,38 @@ func hostname(t *testing.T) string {
 	}
 	return h
 }
+
+// TestBrowserDeadlock: two processes each hold a fair lock and wait,
+// nested, for the other's; the list page shows the cycle with both
+// services, and it goes away when one side gives up its lock.
+func TestBrowserDeadlock(t *testing.T) {
+	srv := redistest.NewServer(t)
+	base := serve(t, newClient(t, srv.NewClient(t)))
+	a := startHolder(t, srv.Addr(), "payments")
+	b := startHolder(t, srv.Addr(), "shipping")
+	ctx := browser(t, 2*time.Minute)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS("#live.ok"))); err != nil {
+		t.Fatalf("open the list: %v", err)
+	}
+	a.send("fair pay:1")
+	a.expect("locked pay:1", 10*time.Second)
+	b.send("fair ship:1")
+	b.expect("locked ship:1", 10*time.Second)
+	if hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("deadlocks").hidden`)); err != nil || !hidden {
+		t.Fatalf("deadlock panel shown before any wait (%v)", err)
+	}
+	a.send("nest pay:1 ship:1")
+	b.send("nest ship:1 pay:1")
+	// The panel is refreshed every fifth round of the list (1s each).
+	took := waitJS(ctx, t, "the deadlock of payments and shipping",
+		`!document.getElementById("deadlocks").hidden && document.querySelectorAll("#cycles li").length === 1 && `+
+			`/payments on .* holds pay:1, waits for ship:1/.test(document.getElementById("cycles").textContent) && `+
+			`/shipping on .* holds ship:1, waits for pay:1/.test(document.getElementById("cycles").textContent)`, 15*time.Second)
+	t.Logf("deadlock shown %s after both waits began", took.Round(time.Millisecond))
+
+	// shipping gives up ship:1: payments' nested wait gets it, no cycle.
+	b.send("unlock ship:1")
+	b.expect("unlocked ship:1", 10*time.Second)
+	a.expect("locked ship:1", 10*time.Second)
+	waitJS(ctx, t, "the deadlock panel hidden", `document.getElementById("deadlocks").hidden`, 15*time.Second)
+}

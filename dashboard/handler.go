@@ -55,6 +55,7 @@ func New(locks *core.Client, opts ...Option) (*Handler, error) {
 	h.mux.HandleFunc("GET /lock", h.page("lock"))
 	h.mux.HandleFunc("GET /api/locks", h.listLocks)
 	h.mux.HandleFunc("GET /api/lock", h.showLock)
+	h.mux.HandleFunc("GET /api/deadlocks", h.listDeadlocks)
 	h.mux.HandleFunc("POST /api/force-unlock", h.forceUnlock)
 	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
 	return h, nil

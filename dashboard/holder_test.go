@@ -55,11 +55,28 @@ func runHolder(addr string) int {
 	for in.Scan() {
 		cmd, name, _ := strings.Cut(in.Text(), " ")
 		switch cmd {
-		case "lock":
+		case "lock", "fair", "nest":
+			// lock NAME: a mutex; fair NAME: a fair lock; nest OUTER NAME: a
+			// fair lock taken under the lease of OUTER (its owner waits).
+			lctx, locker := ctx, core.Locker(c.Mutex(name))
+			switch cmd {
+			case "fair":
+				locker = c.FairMutex(name)
+			case "nest":
+				outer, inner, _ := strings.Cut(name, " ")
+				mu.Lock()
+				ol := leases[outer]
+				mu.Unlock()
+				if ol == nil {
+					say("error %s not held", outer)
+					continue
+				}
+				name, lctx, locker = inner, ol.Context(), c.FairMutex(inner)
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				l, err := c.Mutex(name).Lock(ctx)
+				l, err := locker.Lock(lctx)
 				if err != nil {
 					say("error %s %v", name, err)
 					return

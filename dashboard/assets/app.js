@@ -144,6 +144,20 @@
         el("td", { class: "num" }, permits));
     }
 
+    // Deadlocks: every matching lock is inspected, so every fifth refresh,
+    // after the list's own request.
+    let round = 0;
+    async function deadlocks() {
+      const j = await getJSON("api/deadlocks?" + new URLSearchParams({ glob: state.glob || "*" }));
+      $("deadlocks").hidden = j.deadlocks.length === 0;
+      $("cycles").replaceChildren(...j.deadlocks.map((d) => el("li", { class: "cycle" },
+        d.since ? el("span", { class: "muted" }, "for at most " + dur(Date.now() - Date.parse(d.since)) + ": ") : null,
+        ...d.steps.map((s, i) => el("span", { class: "step" }, i ? " · " : "",
+          el("b", { title: s.owner }, s.client || s.owner), " holds ",
+          el("a", { class: "mono", href: "lock?name=" + encodeURIComponent(s.holds) }, s.holds), ", waits for ",
+          el("a", { class: "mono", href: "lock?name=" + encodeURIComponent(s.waits_for) }, s.waits_for))))));
+    }
+
     refresh = poll(async () => {
       const q = new URLSearchParams({ glob: state.glob || "*", offset: state.offset, limit: state.limit });
       const j = await getJSON("api/locks?" + q);
@@ -158,6 +172,7 @@
       $("range").textContent = j.total ? (j.offset + 1).toLocaleString() + "–" + (j.offset + j.locks.length).toLocaleString() + " of " + j.total.toLocaleString() : "";
       $("prev").disabled = j.offset === 0;
       $("next").disabled = j.offset + j.locks.length >= j.total;
+      if (round++ % 5 === 0) await deadlocks();
     });
   }
 
