@@ -4,7 +4,12 @@
 GO ?= go
 BENCHTIME ?= 2s
 
-.PHONY: test vet redis chromium bench fuzz chaos contend model
+.PHONY: test vet redis chromium bench fuzz chaos contend model tidy
+
+# Every package of every module: the repository is a workspace (go.work) of
+# the core module and the modules of the adapters, tracing, the dashboard,
+# the CLI and the example, and ./... would name the core module's only.
+ALL := github.com/keylock/keylock/...
 
 # The multi-process suites (the fault suite's short run, the contention
 # harness's smoke run) load every core of the machine: they run after the
@@ -17,12 +22,19 @@ SOLO := github.com/keylock/keylock/internal/chaos github.com/keylock/keylock/int
 # on the mode, so they run once, in it.
 ENGINE := github.com/keylock/keylock/core
 test: redis chromium vet
-	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -x -F $(foreach p,$(SOLO) $(ENGINE),-e $(p)))
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list $(ALL) | grep -v -x -F $(foreach p,$(SOLO) $(ENGINE),-e $(p)))
 	GODEBUG=fips140=only $(GO) test -race -count=1 -timeout 30m $(ENGINE)
 	$(GO) test -race -count=1 -timeout 20m -p 1 $(SOLO)
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(ALL)
+
+# tidy: go mod tidy in every module (each on its own: GOWORK=off, the
+# replace directives point at the repository's other modules).
+tidy:
+	@for m in $$(find . -name go.mod -not -path './internal/readme/testdata/*' -exec dirname {} \; | sort); do \
+		echo "go mod tidy: $$m"; (cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; \
+	done
 
 # redis: make sure redis-server and redis-cli (for the cluster tests) are on PATH.
 redis:
@@ -65,7 +77,7 @@ chromium:
 	fi
 
 bench: redis
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m $(ALL)
 
 fuzz:
 	$(GO) test ./keytmpl -run '^$$' -fuzz FuzzTemplateRender -fuzztime 30s

@@ -10,7 +10,7 @@
 //
 // Install it with
 //
-//	go install github.com/keylock/keylock/cmd/keylock@latest
+//	go install ./cmd/keylock    # from a clone of the repository
 //
 // Where Redis is: -redis takes host:port or a redis:// or rediss:// (TLS)
 // URL with an ACL user and password (redis://user:pass@host:6379/0). A Redis

@@ -1,0 +1,32 @@
+module github.com/keylock/keylock/dashboard
+
+go 1.26.0
+
+require (
+	github.com/chromedp/chromedp v0.23.0
+	github.com/keylock/keylock v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260214004413-d219187c3433 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+replace (
+	github.com/keylock/keylock => ..
+	github.com/keylock/keylock/cmd/keylock => ../cmd/keylock
+	github.com/keylock/keylock/examples/seckill => ../examples/seckill
+	github.com/keylock/keylock/internal/readme => ../internal/readme
+	github.com/keylock/keylock/jobs/asynq => ../jobs/asynq
+	github.com/keylock/keylock/jobs/asynqtrace => ../jobs/asynqtrace
+	github.com/keylock/keylock/middleware/gin => ../middleware/gin
+	github.com/keylock/keylock/middleware/grpc => ../middleware/grpc
+	github.com/keylock/keylock/middleware/http => ../middleware/http
+	github.com/keylock/keylock/middleware/internal/loopbench => ../middleware/internal/loopbench
+	github.com/keylock/keylock/tracing => ../tracing
+)
