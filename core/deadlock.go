@@ -30,23 +30,25 @@ const (
 
 // Deadlock is a cycle of owners, each waiting for a lock the next one
 // holds; the last one waits for a lock the first one holds.
+// Its JSON form is what the CLI's deadlocks -json and the dashboard's
+// api/deadlocks print.
 type Deadlock struct {
-	Steps []DeadlockStep
 	// Since is the latest time a hold in the cycle began (from its fencing
 	// token, Holder.Since): the cycle cannot be older. Zero when unknown.
-	Since time.Time
+	Since time.Time      `json:"since,omitzero"`
+	Steps []DeadlockStep `json:"steps"`
 }
 
 // DeadlockStep is one owner of a cycle and the lock it waits for.
 type DeadlockStep struct {
-	// Owner waits for Lock, held by the next step's owner.
-	Owner string
+	// Owner waits for WaitsFor, held by the next step's owner.
+	Owner string `json:"owner"`
 	// Client describes the owner's process (Holder.Client).
-	Client string
+	Client string `json:"client,omitempty"`
 	// Holds is a lock the owner holds that the previous step waits for.
-	Holds string
+	Holds string `json:"holds"`
 	// WaitsFor is the lock the owner waits for.
-	WaitsFor string
+	WaitsFor string `json:"waits_for"`
 }
 
 // Deadlocks inspects the locks whose names match glob (List) and returns

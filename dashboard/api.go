@@ -84,20 +84,8 @@ type forceJSON struct {
 // deadlocksJSON is GET api/deadlocks: the cycles of owners waiting for
 // each other's locks among the locks matching a glob (core.Deadlocks).
 type deadlocksJSON struct {
-	Glob      string         `json:"glob"`
-	Deadlocks []deadlockJSON `json:"deadlocks"`
-}
-
-type deadlockJSON struct {
-	Since *time.Time         `json:"since,omitempty"` // the latest hold in the cycle began
-	Steps []deadlockStepJSON `json:"steps"`
-}
-
-type deadlockStepJSON struct {
-	Owner    string `json:"owner"`
-	Client   string `json:"client"`
-	Holds    string `json:"holds"`
-	WaitsFor string `json:"waits_for"`
+	Glob      string          `json:"glob"`
+	Deadlocks []core.Deadlock `json:"deadlocks"`
 }
 
 type errorJSON struct {
@@ -153,18 +141,10 @@ func (h *Handler) listDeadlocks(w http.ResponseWriter, r *http.Request) {
 		writeCoreError(w, err)
 		return
 	}
-	out := deadlocksJSON{Glob: glob, Deadlocks: make([]deadlockJSON, 0, len(found))}
-	for _, d := range found {
-		j := deadlockJSON{Steps: make([]deadlockStepJSON, 0, len(d.Steps))}
-		if !d.Since.IsZero() {
-			s := d.Since
-			j.Since = &s
-		}
-		for _, s := range d.Steps {
-			j.Steps = append(j.Steps, deadlockStepJSON{Owner: s.Owner, Client: s.Client, Holds: s.Holds, WaitsFor: s.WaitsFor})
-		}
-		out.Deadlocks = append(out.Deadlocks, j)
+	if found == nil {
+		found = []core.Deadlock{}
 	}
+	out := deadlocksJSON{Glob: glob, Deadlocks: found}
 	writeJSON(w, http.StatusOK, out)
 }
 

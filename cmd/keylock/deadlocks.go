@@ -10,19 +10,6 @@ import (
 	"github.com/keylock/keylock/core"
 )
 
-// deadlockJSON is one cycle in deadlocks -json.
-type deadlockJSON struct {
-	Since *time.Time         `json:"since,omitempty"` // the latest hold in the cycle began
-	Steps []deadlockStepJSON `json:"steps"`
-}
-
-type deadlockStepJSON struct {
-	Owner    string `json:"owner"`
-	Client   string `json:"client,omitempty"`
-	Holds    string `json:"holds"`
-	WaitsFor string `json:"waits_for"`
-}
-
 // deadlocks lists the cycles of owners waiting for each other's locks
 // among the locks matching glob. It exits exitDeadlock when it found one.
 func (a *app) deadlocks(ctx context.Context, glob string) int {
@@ -33,19 +20,10 @@ func (a *app) deadlocks(ctx context.Context, glob string) int {
 		return a.fail(err)
 	}
 	if a.o.json {
-		out := make([]deadlockJSON, 0, len(found))
-		for _, d := range found {
-			j := deadlockJSON{}
-			if !d.Since.IsZero() {
-				s := d.Since
-				j.Since = &s
-			}
-			for _, s := range d.Steps {
-				j.Steps = append(j.Steps, deadlockStepJSON{Owner: s.Owner, Client: s.Client, Holds: s.Holds, WaitsFor: s.WaitsFor})
-			}
-			out = append(out, j)
+		if found == nil {
+			found = []core.Deadlock{}
 		}
-		if code := a.printJSON(out); code != exitOK {
+		if code := a.printJSON(found); code != exitOK {
 			return code
 		}
 	} else {

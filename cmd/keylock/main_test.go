@@ -414,7 +414,7 @@ func TestCLIDeadlocks(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		out, stderr, code = cli(t, "-redis", srv.Addr(), "-json", "deadlocks")
 	}
-	var cycles []deadlockJSON
+	var cycles []core.Deadlock
 	if err := json.Unmarshal([]byte(out), &cycles); err != nil || len(cycles) != 1 || len(cycles[0].Steps) != 2 {
 		t.Fatalf("deadlocks -json: %v\n%s\nwant one cycle of two owners", err, out)
 	}

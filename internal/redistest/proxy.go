@@ -93,7 +93,16 @@ func (p *Proxy) Blackhole() { p.setMode(modeBlackhole, 0) }
 // ones as soon as they are accepted. Clients see resets or EOF.
 func (p *Proxy) Drop() {
 	p.setMode(modeDrop, 0)
+	p.closeLinks(nil)
+}
+
+// closeLinks closes every open connection, after calling locked (if set)
+// with p.mu held.
+func (p *Proxy) closeLinks(locked func()) {
 	p.mu.Lock()
+	if locked != nil {
+		locked()
+	}
 	links := make([]*link, 0, len(p.links))
 	for l := range p.links {
 		links = append(links, l)
@@ -113,16 +122,7 @@ func (p *Proxy) Delay(d time.Duration) { p.setMode(modePass, max(d, 0)) }
 // virtual IP moves to a promoted replica in a failover: every open
 // connection is closed (clients see resets or EOF) and new ones dial addr.
 func (p *Proxy) Retarget(addr string) {
-	p.mu.Lock()
-	p.target = addr
-	links := make([]*link, 0, len(p.links))
-	for l := range p.links {
-		links = append(links, l)
-	}
-	p.mu.Unlock()
-	for _, l := range links {
-		l.close()
-	}
+	p.closeLinks(func() { p.target = addr })
 }
 
 // Close stops the proxy: it stops accepting, closes every connection, and
