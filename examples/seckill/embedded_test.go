@@ -21,7 +21,9 @@ func embeddedClient(t *testing.T) *core.Client {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: e.Addr()})
-	c := core.New(rdb, core.WithWatchdogTimeout(300*time.Millisecond))
+	// 1s: renewed every 333ms, with room for a race-enabled run on a busy
+	// machine (300ms lost a RedLock hold there once).
+	c := core.New(rdb, core.WithWatchdogTimeout(time.Second))
 	t.Cleanup(func() {
 		c.Close()
 		rdb.Close()
@@ -59,7 +61,7 @@ func TestLockKindsOnEmbeddedRedis(t *testing.T) {
 				t.Fatalf("TryLock: %v", err)
 			}
 			// Held past three lease times: the watchdog renews it.
-			time.Sleep(time.Second)
+			time.Sleep(3200 * time.Millisecond)
 			if err := context.Cause(lease.Context()); err != nil {
 				t.Fatalf("lease lost while held: %v", err)
 			}
@@ -84,7 +86,7 @@ func TestLockKindsOnEmbeddedRedis(t *testing.T) {
 			if err := <-got; err != nil {
 				t.Fatalf("waiter: %v", err)
 			}
-			// (With 300ms leases a wake-up cannot be told from a TTL retry
+			// (With 1s leases a wake-up cannot be told from a TTL retry
 			// here; TestWakeUpOnEmbeddedRedis checks the wake-up itself.)
 			// A fixed lease expires on the server's TTL clock.
 			if _, err := k.make(name).TryLock(ctx, core.LeaseTime(200*time.Millisecond)); err != nil {
