@@ -7,6 +7,34 @@
 // leases: no goroutine or timer per lease) and one pub/sub connection that
 // wakes waiters; [Client.Close] stops them and waits for them.
 //
+// # Words
+//
+// The package uses these words in one sense each:
+//
+//   - lock: a name in Redis (and its keys) that at most one owner holds
+//     exclusively (a mutex, a fair lock, an RW lock's write side), or that
+//     a bounded number hold (a semaphore's permits, an RW lock's readers).
+//   - owner: who holds a lock: an id carried by the context ([WithOwner],
+//     [Lease.Context]); one owner re-enters what it holds.
+//   - hold: what one owner holds of one lock: one or more leases
+//     (re-entries) sharing one fencing token. The token names the hold:
+//     every release, renewal, extension and replayed attempt acts on the
+//     hold with its token and on nothing else.
+//   - lease: one successful acquisition ([*Lease]): the proof of a hold,
+//     with its context and token; Unlock ends the lease, and the hold ends
+//     with its last lease.
+//   - lease time: how long Redis keeps a hold without hearing from its
+//     holder: the fixed [LeaseTime], or the watchdog timeout renewed every
+//     third of it.
+//   - attempt: one acquisition script call (Lock makes several while it
+//     waits); each has an id that makes a replayed copy answer the first
+//     reply and change nothing.
+//   - settle: resolve an attempt whose outcome the Client does not know
+//     (a timeout, a caller that left): give back what it won, or close it.
+//   - waiter: an acquisition waiting for a busy lock; a line is the order
+//     Redis keeps waiters in (a fair lock's queue, an RW lock's write
+//     intents).
+//
 // # Locks and leases
 //
 // [Client.Mutex] returns a reentrant mutex. Lock waits until the lock is
@@ -50,7 +78,16 @@
 //
 // Waiters do not poll. They subscribe to the lock's channel and retry when
 // a release is published or when the holder's TTL runs out, whichever comes
-// first, so a lost message costs at most one TTL.
+// first, so a lost message costs at most one TTL. A fair lock's release
+// hands the lock straight to the first waiter in line (a grant), which
+// returns without another round trip.
+//
+// # Seeing the locks
+//
+// [Client.Inspect], [Client.List] and [Client.ForceUnlock] are for
+// operators (the keylock CLI and the dashboard package use them);
+// [WithLongHold] reports holds held too long, and [Client.Deadlocks] finds
+// owners waiting for each other's locks.
 //
 // # Keys
 //
