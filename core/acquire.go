@@ -78,6 +78,8 @@ type attempt struct {
 	watchdog bool
 	start    time.Time
 	longHold time.Duration // LongHold's threshold (0: the Client's)
+	// deadlockAt is when WithDeadlockCheck last inspected for this wait.
+	deadlockAt time.Time
 
 	attempts int
 	waited   time.Duration

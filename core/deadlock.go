@@ -2,8 +2,11 @@ package core
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -144,4 +147,107 @@ func FindDeadlocks(states []*LockState) []Deadlock {
 		onPath[start] = false
 	}
 	return out
+}
+
+// ErrDeadlock reports that a Lock was refused because its wait would close
+// a cycle of owners waiting for each other's locks (WithDeadlockCheck).
+// The refused error also matches ErrLocked: the lock is busy, and the
+// caller should give up what it holds and try again later.
+var ErrDeadlock = errors.New("keylock: deadlock")
+
+// DeadlockError is the error of a Lock refused by WithDeadlockCheck: the
+// cycle its wait would have closed. errors.Is(err, ErrDeadlock) and
+// errors.Is(err, ErrLocked) hold for it.
+type DeadlockError struct {
+	// Name is the lock the refused Lock waited for.
+	Name string
+	// Cycle is the cycle found, the refused owner among its steps.
+	Cycle Deadlock
+}
+
+func (e *DeadlockError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "keylock: %q: waiting would deadlock:", e.Name)
+	for _, s := range e.Cycle.Steps {
+		fmt.Fprintf(&b, " %s holds %q, waits for %q;", s.Owner, s.Holds, s.WaitsFor)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// Is makes errors.Is match ErrDeadlock and ErrLocked.
+func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock || target == ErrLocked }
+
+// WithDeadlockCheck refuses a Lock whose wait closes a cycle of owners
+// waiting for each other's locks, among the locks matching glob, with a
+// *DeadlockError, so that one side of a deadlock backs off at once instead
+// of waiting out its budget. Only a Lock whose owner already holds another
+// lock on this Client is checked (a nested Lock under a lease's context, or
+// under WithOwner); it inspects every lock matching glob (List and
+// InspectNames) when it starts to wait and about once a second while it
+// waits, so keep glob narrow. Of the owners in a cycle, the one with the
+// largest owner id is refused, so that exactly one side backs off.
+// The other waits of the cycle must stand in a line Redis keeps (a fair
+// lock's queue, an RW lock's write intents) to be seen; the checked Lock
+// itself may be of any kind. Default: off.
+func WithDeadlockCheck(glob string) Option {
+	return func(c *config) { c.deadlockGlob = glob }
+}
+
+// deadlockCheckEvery is how often a checked waiter inspects again.
+const deadlockCheckEvery = time.Second
+
+// deadlockCheck runs WithDeadlockCheck for a waiting attempt: only for an
+// owner that holds another lock on this Client (nested reports that), at
+// most once per deadlockCheckEvery. A failed inspection refuses nothing.
+func (a *attempt) deadlockCheck(ctx context.Context) (nested bool, err error) {
+	c := a.c
+	if !c.holdsOther(a.info.Owner, a.p.holdKey()) {
+		return false, nil
+	}
+	if time.Since(a.deadlockAt) < deadlockCheckEvery {
+		return true, nil
+	}
+	a.deadlockAt = time.Now()
+	owner := a.info.Owner
+	names, err := c.List(ctx, c.cfg.deadlockGlob)
+	if err != nil {
+		return true, nil
+	}
+	if !slices.Contains(names, a.info.Name) {
+		names = append(names, a.info.Name)
+	}
+	states, err := c.InspectNames(ctx, names)
+	if err != nil {
+		return true, nil
+	}
+	// This wait, whether or not Redis keeps it in a line.
+	for _, st := range states {
+		if st.Name == a.info.Name && !slices.ContainsFunc(st.Line, func(w Waiter) bool { return w.Owner == owner }) {
+			st.Line = append(st.Line, Waiter{Owner: owner})
+		}
+	}
+	for _, d := range FindDeadlocks(states) {
+		largest, mine := "", false
+		for _, s := range d.Steps {
+			largest = max(largest, s.Owner)
+			mine = mine || s.Owner == owner
+		}
+		if mine && largest == owner {
+			return true, &DeadlockError{Name: a.info.Name, Cycle: d}
+		}
+	}
+	return true, nil
+}
+
+// holdsOther reports whether owner holds a lock on this Client other than
+// the one at key.
+func (c *Client) holdsOther(owner, key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range c.holds.list {
+		if h.owner == owner && h.key != key {
+			return true
+		}
+	}
+	return false
 }

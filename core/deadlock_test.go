@@ -111,3 +111,78 @@ func TestDeadlocksAcrossClients(t *testing.T) {
 		t.Fatalf("after the waits ended: %+v, %v; want none", found, err)
 	}
 }
+
+// TestDeadlockCheckRefusesOneSide: with WithDeadlockCheck, of two owners
+// that each hold a lock and wait for the other's, exactly one (the larger
+// owner id) is refused with ErrDeadlock at once; once it lets go of its
+// lock, the other gets in.
+func TestDeadlockCheckRefusesOneSide(t *testing.T) {
+	_, rdb := single(t)
+	a := newLocks(t, rdb, core.WithDeadlockCheck("dl2:*"))
+	b := newLocks(t, rdb, core.WithDeadlockCheck("dl2:*"))
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	la := mustLock(t, a.FairMutex("dl2:x"), ctx)
+	lb := mustLock(t, b.FairMutex("dl2:y"), ctx)
+	type result struct {
+		who  string
+		l    *core.Lease
+		err  error
+		took time.Duration
+	}
+	results := make(chan result, 2)
+	start := time.Now()
+	go func() {
+		l, err := a.FairMutex("dl2:y").Lock(la.Context())
+		results <- result{"a", l, err, time.Since(start)}
+	}()
+	go func() {
+		l, err := b.FairMutex("dl2:x").Lock(lb.Context())
+		results <- result{"b", l, err, time.Since(start)}
+	}()
+
+	first := <-results
+	var dl *core.DeadlockError
+	if !errors.As(first.err, &dl) || !errors.Is(first.err, core.ErrDeadlock) || !errors.Is(first.err, core.ErrLocked) {
+		t.Fatalf("%s: %v, want a *DeadlockError matching ErrDeadlock and ErrLocked", first.who, first.err)
+	}
+	loser, winnerOuter := la, lb
+	if first.who == "b" {
+		loser, winnerOuter = lb, la
+	}
+	if want := max(la.Owner(), lb.Owner()); loser.Owner() != want {
+		t.Fatalf("refused %s (%s), want the larger owner id %s", first.who, loser.Owner(), want)
+	}
+	if len(dl.Cycle.Steps) != 2 || first.took > 5*time.Second {
+		t.Fatalf("refused after %s with cycle %+v; want a two-owner cycle, at once", first.took, dl.Cycle)
+	}
+	t.Logf("%s refused after %s: %v", first.who, first.took.Round(time.Millisecond), first.err)
+
+	// The refused side backs off: the other gets the lock it waited for.
+	mustUnlock(t, loser)
+	second := <-results
+	if second.err != nil {
+		t.Fatalf("%s after the other backed off: %v", second.who, second.err)
+	}
+	mustUnlock(t, second.l)
+	mustUnlock(t, winnerOuter)
+}
+
+// TestDeadlockCheckLeavesOrdinaryWaitsAlone: a waiter that holds nothing
+// else is never checked, and a nested wait without a cycle is not refused.
+func TestDeadlockCheckLeavesOrdinaryWaitsAlone(t *testing.T) {
+	_, rdb := single(t)
+	a := newLocks(t, rdb, core.WithDeadlockCheck("dl3:*"))
+	b := newLocks(t, rdb, core.WithDeadlockCheck("dl3:*"))
+	ctx := ctxTimeout(t, 30*time.Second)
+	held := mustLock(t, a.Mutex("dl3:x"), ctx)
+	outer := mustLock(t, b.Mutex("dl3:other"), ctx)
+	if _, err := b.Mutex("dl3:x").Lock(outer.Context(), core.WaitTimeout(1500*time.Millisecond)); !errors.Is(err, core.ErrLocked) || errors.Is(err, core.ErrDeadlock) {
+		t.Fatalf("nested wait without a cycle: %v, want ErrLocked after WaitTimeout (not ErrDeadlock)", err)
+	}
+	if _, err := b.Mutex("dl3:x").Lock(ctx, core.WaitTimeout(300*time.Millisecond)); !errors.Is(err, core.ErrLocked) || errors.Is(err, core.ErrDeadlock) {
+		t.Fatalf("plain wait: %v, want ErrLocked", err)
+	}
+	mustUnlock(t, outer)
+	mustUnlock(t, held)
+}

@@ -21,6 +21,7 @@ type config struct {
 	replica         *replicaSync  // WithReplicaSync; nil: off
 	identity        *Identity     // WithIdentity (identity.go); nil: none
 	longHold        time.Duration // WithLongHold (longhold.go); 0: off
+	deadlockGlob    string        // WithDeadlockCheck (deadlock.go); "": off
 	// replay is how long a closed attempt's record is kept in Redis: the
 	// time a copy of its command can still arrive (replayWindow).
 	replay time.Duration

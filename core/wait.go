@@ -106,6 +106,15 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		default: // retry just after the holder's lease ends
 			d += time.Millisecond
 		}
+		if c.cfg.deadlockGlob != "" {
+			nested, err := a.deadlockCheck(actx)
+			if err != nil {
+				return nil, err
+			}
+			if nested {
+				d = min(d, deadlockCheckEvery) // look again while waiting
+			}
+		}
 		if !waitUntil.IsZero() {
 			left := time.Until(waitUntil)
 			if left <= 0 {
