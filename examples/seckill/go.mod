@@ -9,6 +9,7 @@ require (
 	github.com/keylock/keylock v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/jobs/asynq v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/jobs/asynqtrace v0.0.0-00010101000000-000000000000
+	github.com/keylock/keylock/keylocktest v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/middleware/gin v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/middleware/grpc v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/tracing v0.0.0-00010101000000-000000000000
@@ -92,6 +93,7 @@ replace (
 	github.com/keylock/keylock/internal/readme => ../../internal/readme
 	github.com/keylock/keylock/jobs/asynq => ../../jobs/asynq
 	github.com/keylock/keylock/jobs/asynqtrace => ../../jobs/asynqtrace
+	github.com/keylock/keylock/keylocktest => ../../keylocktest
 	github.com/keylock/keylock/middleware/gin => ../../middleware/gin
 	github.com/keylock/keylock/middleware/grpc => ../../middleware/grpc
 	github.com/keylock/keylock/middleware/http => ../../middleware/http

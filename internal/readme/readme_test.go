@@ -34,6 +34,7 @@ var imports = map[string]string{
 	"ginlock":     "github.com/keylock/keylock/middleware/gin",
 	"asynqtrace":  "github.com/keylock/keylock/jobs/asynqtrace",
 	"keytmpl":     "github.com/keylock/keylock/keytmpl",
+	"keylocktest": "github.com/keylock/keylock/keylocktest",
 	"adapter":     "github.com/keylock/keylock/adapter",
 	"promhttp":    "github.com/prometheus/client_golang/prometheus/promhttp",
 	"prometheus":  "github.com/prometheus/client_golang/prometheus",

@@ -1,0 +1,89 @@
+package keylocktest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/keylocktest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestLoseTellsTheLease(t *testing.T) {
+	f := keylocktest.New(t)
+	ctx := context.Background()
+	lease, err := f.Client().Mutex("orders:42").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs := f.Holders("orders:42"); len(hs) != 1 || hs[0].Owner != lease.Owner() || hs[0].Token != lease.Token() {
+		t.Fatalf("holders %+v, want the lease's owner and token", hs)
+	}
+	// Another process cannot take it meanwhile.
+	other := f.NewClient()
+	if _, err := other.Mutex("orders:42").TryLock(ctx); !errors.Is(err, core.ErrLocked) {
+		t.Fatalf("another client's TryLock: %v, want ErrLocked", err)
+	}
+	start := time.Now()
+	f.Lose(lease)
+	if took := time.Since(start); took > keylocktest.DefaultWatchdogTimeout {
+		t.Fatalf("told after %s, want within a watchdog timeout", took)
+	}
+	if !errors.Is(context.Cause(lease.Context()), core.ErrLockLost) || f.Held("orders:42") {
+		t.Fatalf("after Lose: cause %v, held %v; want ErrLockLost and free", context.Cause(lease.Context()), f.Held("orders:42"))
+	}
+	if err := lease.Unlock(ctx); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Unlock after Lose: %v, want ErrNotHeld", err)
+	}
+	l2, err := other.Mutex("orders:42").TryLock(ctx)
+	if err != nil {
+		t.Fatalf("another client after Lose: %v", err)
+	}
+	if l2.Token() <= lease.Token() {
+		t.Fatalf("token %d after %d, want larger", l2.Token(), lease.Token())
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExpireEndsAFixedLease(t *testing.T) {
+	f := keylocktest.New(t)
+	ctx := context.Background()
+	lease, err := f.Client().Mutex("job").Lock(ctx, core.LeaseTime(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Expire(2 * time.Minute)
+	if f.Held("job") {
+		t.Fatal("held after Expire past its LeaseTime")
+	}
+	if err := lease.Unlock(ctx); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Unlock of the expired lease: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestEveryKindWorks(t *testing.T) {
+	f := keylocktest.New(t, core.WithObserver(core.NopObserver{}))
+	ctx := context.Background()
+	c := f.Client()
+	for _, l := range []core.Locker{c.Mutex("k:mutex"), c.FairMutex("k:fair"), c.RWMutex("k:rw"), c.RWMutex("k:rw").RLocker(), c.Semaphore("k:sem", 2)} {
+		lease, err := l.Lock(ctx)
+		if err != nil {
+			t.Fatalf("%T: %v", l, err)
+		}
+		// Held past the watchdog timeout: renewed.
+		time.Sleep(keylocktest.DefaultWatchdogTimeout + 200*time.Millisecond)
+		if err := context.Cause(lease.Context()); err != nil {
+			t.Fatalf("%s lost while held: %v", lease.Name(), err)
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			t.Fatalf("%s: %v", lease.Name(), err)
+		}
+	}
+}
