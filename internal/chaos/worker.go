@@ -231,7 +231,8 @@ func (w *worker) once(ctx context.Context, i int, l loop, rng *rand.Rand) (pause
 	if l.owners > 0 {
 		// The loop's own owners, reused: holds of one owner follow each
 		// other, and a late release of one must spare the next.
-		base = core.WithOwner(ctx, fmt.Sprintf("w%d-%d-loop%d-job%d", w.cfg.Slot, w.pid, i, rng.IntN(l.owners)))
+		acq.Owner = fmt.Sprintf("w%d-%d-loop%d-job%d", w.cfg.Slot, w.pid, i, rng.IntN(l.owners))
+		base = core.WithOwner(ctx, acq.Owner)
 	}
 	// Half the waits are bounded by WaitTimeout, half by the context (whose
 	// end may come while an attempt is in flight).

@@ -283,18 +283,41 @@ func latestUntold(active []*section) *section {
 	return best
 }
 
+// newHolds returns the sections that began a hold. A re-entry has its
+// hold's token (reentries checks that). So has a Lock of an owner the
+// worker chose (WithOwner) made while that owner's hold still lived in
+// Redis — its previous Unlock failed, or a Lock of it that ended in an error
+// had won and its give-back had not landed yet: the owner re-entered its
+// hold, as documented, and the section carries the token of that owner's
+// latest hold. Such a continuation is not a new hold.
+func newHolds(secs []*section) []*section {
+	type ownerKey struct{ lock, owner string }
+	byEnter := append([]*section(nil), secs...)
+	sort.Slice(byEnter, func(i, j int) bool { return byEnter[i].enter < byEnter[j].enter })
+	last := make(map[ownerKey]uint64) // the token of the owner's latest hold
+	out := make([]*section, 0, len(secs))
+	for _, s := range byEnter {
+		if s.parent != 0 {
+			continue
+		}
+		if s.owner != "" {
+			k := ownerKey{s.lock, s.owner}
+			if t, ok := last[k]; ok && t == s.token {
+				continue
+			}
+			last[k] = s.token
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // fencing checks that every acquisition returned before another was called
 // has the smaller token, and that no two acquisitions share one. It returns
 // the inversions, how many acquisitions were compared with an earlier one,
 // and how many of those comparisons spanned an empty restart.
 func (r *run) fencing(secs []*section) (out []Inversion, checks, across int) {
-	fresh := make([]*section, 0, len(secs))
-	for _, s := range secs {
-		if s.parent == 0 { // a re-entry has its hold's token (reentries)
-			fresh = append(fresh, s)
-		}
-	}
-	secs = fresh
+	secs = newHolds(secs)
 	byCall := append([]*section(nil), secs...)
 	sort.Slice(byCall, func(i, j int) bool { return byCall[i].call < byCall[j].call })
 	byReturn := append([]*section(nil), secs...)

@@ -690,3 +690,32 @@ func TestFencingInversionAcrossACrashFailover(t *testing.T) {
 		t.Fatalf("failures %v; want the inversion across an empty restart", rep.Failures())
 	}
 }
+
+func owner(o string) func(acq, rel *event.Record) {
+	return func(acq, _ *event.Record) { acq.Owner = o }
+}
+
+// An owner chosen with WithOwner that locks again while its hold still
+// lives (its Unlock failed, or a failed Lock's win was not yet given back)
+// re-enters that hold: the same token is not a duplicate. Another owner
+// with that token, or the same owner with a smaller one, still is.
+func TestOwnerContinuesItsHold(t *testing.T) {
+	var l logs
+	l.cs(1, "m", event.KindMutexReentry, 0, 1, 2, token(5), owner("job0"))
+	l.cs(1, "m", event.KindMutexReentry, 3, 4, 5, token(5), owner("job0"))
+	l.cs(1, "m", event.KindMutexReentry, 6, 7, 8, token(9), owner("job0"))
+	if rep := l.check(t); len(rep.Inversions) != 0 {
+		t.Fatalf("an owner's hold continued: got %v, want no inversion", rep.Inversions)
+	}
+	l.cs(1, "m", event.KindMutexReentry, 9, 10, 11, token(9), owner("job1"))
+	if rep := l.check(t); len(rep.Inversions) != 1 || !rep.Inversions[0].Duplicate {
+		t.Fatalf("another owner with the token: got %v, want one duplicate", rep.Inversions)
+	}
+	var m logs
+	m.cs(1, "m", event.KindMutexReentry, 0, 1, 2, token(5), owner("job0"))
+	m.cs(1, "m", event.KindMutexReentry, 3, 4, 5, token(9), owner("job0"))
+	m.cs(1, "m", event.KindMutexReentry, 6, 7, 8, token(5), owner("job0"))
+	if rep := m.check(t); len(rep.Inversions) != 1 || rep.Inversions[0].Duplicate {
+		t.Fatalf("an owner back to an older token: got %v, want one inversion", rep.Inversions)
+	}
+}

@@ -55,6 +55,7 @@ type section struct {
 	// open: no Out record; exit is the process's death or the end of the run.
 	open      bool
 	parent    uint64 // the section (same process) it re-entered, 0 if fresh
+	owner     string // the owner the worker chose (WithOwner), if it did
 	released  bool   // Unlock returned (Rel record)
 	unlockErr string
 }
@@ -170,7 +171,7 @@ func parse(recs []event.Record) (*run, error) {
 			}
 			s := &section{w: rec.W, pid: rec.PID, seq: rec.Seq, lock: rec.Lock, kind: rec.Kind, n: n,
 				size: rec.Size, token: rec.Token, lease: rec.Lease, call: rec.T0, enter: rec.T1, doa: rec.DOA, open: true,
-				parent: rec.Parent}
+				parent: rec.Parent, owner: rec.Owner}
 			k := key{rec.PID, rec.Seq}
 			if _, dup := open[k]; dup {
 				return nil, fmt.Errorf("two acquisitions logged as pid %d seq %d", rec.PID, rec.Seq)

@@ -139,6 +139,9 @@ type Record struct {
 	// Parent is the Seq of the section an Acq re-entered (a nested Lock
 	// under its lease's context, same process), 0 for a fresh one.
 	Parent uint64 `json:"parent,omitempty"`
+	// Owner is the owner an Acq was made for when the worker chose it
+	// (core.WithOwner, reused from one hold to the next); empty otherwise.
+	Owner string `json:"owner,omitempty"`
 
 	Lock  string `json:"lock,omitempty"`
 	Kind  string `json:"kind,omitempty"`
