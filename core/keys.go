@@ -25,6 +25,11 @@ func newKeys(name string) keys {
 	return keys{name: name, lock: base, fence: base + ":fence", ch: base + ":ch"}
 }
 
+// leaderSuffix names an election's leader channel, keylock:{name}:leader
+// (leader.go): the notices of terms beginning and ending. It is a channel,
+// not a key, and no waiter's channel (keylock:{name}:ch…) can be called so.
+const leaderSuffix = "leader"
+
 // sub is another key of this lock: keylock:{name}:<suffix>.
 func (k keys) sub(suffix string) string { return k.lock + ":" + suffix }
 
