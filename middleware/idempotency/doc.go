@@ -1,0 +1,74 @@
+// Package idempotency makes HTTP handlers idempotent per request key, in
+// the manner of the IETF Idempotency-Key header draft
+// (draft-ietf-httpapi-idempotency-key-header) and Stripe's API: a client
+// sends a unique key with a request that must not run twice (a payment, an
+// order), and retries it with the same key after a timeout or a dropped
+// connection; the handler runs once, and every retry gets its response.
+//
+//	mux.Handle("POST /orders",
+//		idempotency.Middleware(locks, rdb, "orders:{header.X-User-ID}",
+//			idempotency.WithRequired(true))(createOrder))
+//
+// Middleware is for net/http (and chi, and anything that takes
+// func(http.Handler) http.Handler); ginlock.Idempotency wraps the same
+// middleware for gin.
+//
+// # How a request runs
+//
+// The key comes from a header (WithHeader, default Idempotency-Key),
+// scoped by a key template rendered for the request (per user, say), with
+// the sources and the encoding of httplock: {path.*}, {query.*},
+// {header.*}, {json.*}, {method}, {route} and WithSource. The scoped key
+// names a keylock mutex, "idempotency:" + template + ":" + key.
+//
+// The first request with a key takes that lock (core's watchdog renews it
+// for as long as the handler runs, however long) and runs the handler
+// under the lease's context, cancelled with cause core.ErrLockLost if the
+// lock is lost. Its response goes to the client as it is written; a copy —
+// the status, the headers WithReplayHeaders allows and the body up to
+// WithMaxResponseBytes — is then kept in Redis for WithTTL (24h) with the
+// request's fingerprint (SHA-256 of method, path and body). The copy is
+// written by a Lua script that checks, in the same step, that the lock is
+// still held by the hold that ran the handler (its owner and fencing
+// token): a runner whose lock was lost (it expired, was force-unlocked, or
+// was taken over by a retry) cannot overwrite the answer of the request
+// that replaced it, and stores nothing.
+//
+// # Answers
+//
+//	first request with a key            the handler runs; its response is kept
+//	retry, same payload, completed      the kept response, with Idempotent-Replayed: true
+//	retry while the first still runs    409, Retry-After: 1, {"error":"request_in_progress",…}
+//	                                    (WithWait(d): wait up to d for it, then its response)
+//	key reused with another payload     422, {"error":"idempotency_key_reused",…}
+//	no key, WithRequired(true)          400, {"error":"idempotency_key_missing",…}
+//	no key, optional (the default)      the handler runs, unprotected; nothing is kept
+//	retry after a response too large    409, {"error":"idempotent_response_not_stored",…},
+//	to keep (WithMaxResponseBytes)      no Retry-After: the request ran, it will not run again
+//	request body over WithMaxBodyBytes  413
+//	scope value missing or bad          400, {"error":"invalid_key","placeholder":…}
+//	Redis unreachable                   503, {"error":"lock_unavailable"} (never fails open)
+//
+// A 5xx response, or a handler that panics, is not kept: the lock is
+// released (before the panic goes on up) and a retry runs the handler
+// again. Neither is a response whose lock was lost while the handler ran,
+// nor one that Redis could not take after the handler: the client has its
+// answer, and a retry runs again.
+//
+// # What it does not promise
+//
+// Exactly-once applies to requests that reach the handler with a key
+// while Redis keeps the lock and the record: a failover that loses them
+// (see core/KINDS.md) lets a retry run again. A handler whose lock is lost
+// while it runs is told through its context; it should stop, and its
+// downstream writes should carry the fencing token
+// (core.LeaseFrom(r.Context())) so the store can refuse a stale one.
+//
+// # Redis
+//
+// Keys, bodies and payloads never appear in error messages or answers.
+// Everything written expires: the lock with its lease, the record after
+// WithTTL. The script is loaded with SCRIPT LOAD and run by the SHA the
+// server gives (falling back to EVAL): nothing hashes with SHA-1 in this
+// process, so the package works with GODEBUG=fips140=only.
+package idempotency

@@ -1,0 +1,195 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/adapter"
+	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/middleware/internal/httpguard"
+)
+
+// Middleware returns net/http middleware that makes the handler it wraps
+// idempotent per key: a request carrying the key header runs once under
+// the lock of its key, its response is kept in rdb, and retries with the
+// same key and payload get that response again (see the package
+// documentation for every answer):
+//
+//	mux.Handle("POST /orders",
+//		idempotency.Middleware(locks, rdb, "orders:{header.X-User-ID}",
+//			idempotency.WithRequired(true))(createOrder))
+//
+// template scopes the keys (say, per user); the rendered lock name is
+// "idempotency:" + template + ":" + the key. locks takes the locks and rdb
+// keeps the responses: both on the same Redis (the response is written by
+// a script that checks the lock in the same step).
+//
+// The template and the options are checked here; a malformed template, an
+// unknown source, an invalid header name or an invalid option is a
+// programming error, and Middleware panics with it (an error value). New
+// returns it instead.
+func Middleware(locks *core.Client, rdb redis.UniversalClient, template string, opts ...Option) func(http.Handler) http.Handler {
+	mw, err := New(locks, rdb, template, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+// New is Middleware returning the start-up error instead of panicking.
+func New(locks *core.Client, rdb redis.UniversalClient, template string, opts ...Option) (func(http.Handler) http.Handler, error) {
+	cfg := defaultConfig()
+	adapter.Apply(&cfg, opts)
+	if rdb == nil {
+		return nil, errors.New("idempotency: nil redis.UniversalClient")
+	}
+	name := "idempotency:"
+	if template != "" {
+		name += template + ":"
+	}
+	g, err := adapter.NewGuard(locks, name+"{header."+cfg.header+"}", cfg.policy, cfg.sources)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: %w", err)
+	}
+	m := &middleware{g: g, rdb: rdb, cfg: cfg}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+	}, nil
+}
+
+type middleware struct {
+	g   *adapter.Guard[*httpguard.Input]
+	rdb redis.UniversalClient
+	cfg config
+}
+
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if len(r.Header.Values(m.cfg.header)) == 0 {
+		if m.cfg.required {
+			answerMissing.Write(w)
+			return
+		}
+		next.ServeHTTP(w, r)
+		return
+	}
+	body, ok := m.readBody(w, r)
+	if !ok {
+		return
+	}
+	in := &httpguard.Input{Request: r, MaxBody: m.cfg.maxBody}
+	in.SetBody(body)
+	name, err := m.g.Key(in)
+	if err != nil {
+		refuse(w, err)
+		return
+	}
+	fp := fingerprint(r, body)
+	if m.answered(w, r.Context(), name, fp) {
+		return
+	}
+	lease, err := m.g.Acquire(r.Context(), in)
+	if err != nil {
+		refuse(w, err)
+		return
+	}
+	defer func() { _ = m.g.Release(r.Context(), lease) }()
+	// The first request may have completed between the look-up and the
+	// lock (or while this one waited for it): look again, under the lock.
+	if m.answered(w, lease.Context(), name, fp) {
+		return
+	}
+	cw := &capture{w: w, replay: m.cfg.replay, max: m.cfg.maxResponse}
+	// A panicking handler skips the store; the deferred release runs
+	// before the panic goes on up.
+	next.ServeHTTP(cw, r.WithContext(lease.Context()))
+	m.store(r.Context(), lease, fp, cw)
+}
+
+// readBody reads the body (at most WithMaxBodyBytes) to fingerprint it,
+// and puts it back for the handler. It answers a body too long or
+// unreadable, and then reports false.
+func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, true
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.maxBody+1))
+	switch {
+	case int64(len(body)) > m.cfg.maxBody:
+		answerTooLarge.Write(w)
+		return nil, false
+	case err != nil:
+		answerUnreadable.Write(w)
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, true
+}
+
+// answered looks up the record of name and, when there is one, answers
+// from it: the stored response, 422 for another payload, 409 for a
+// response too large to keep; 503 when Redis cannot be reached (499 or
+// 504 when the request's context ended first).
+func (m *middleware) answered(w http.ResponseWriter, ctx context.Context, name, fp string) bool {
+	rec, err := m.lookup(ctx, name)
+	switch {
+	case errors.Is(err, errBadRecord):
+		answerBadRecord.Write(w)
+	case err != nil:
+		refuse(w, err)
+	case rec == nil:
+		return false
+	case rec.Fingerprint != fp:
+		answerReused.Write(w)
+	case rec.Unstored:
+		answerNotStored.Write(w)
+	default:
+		replay(w, rec)
+	}
+	return true
+}
+
+// refuse answers a request whose key could not be rendered or locked.
+func refuse(w http.ResponseWriter, err error) {
+	switch status := httpguard.Status(adapter.Classify(err)); status {
+	case http.StatusConflict:
+		inProgress(err).Write(w)
+	default:
+		httpguard.Error(status, err).Write(w)
+	}
+}
+
+// store keeps the response cw captured, unless it was a server error;
+// the script writes it only while lease's hold still lives. A failure is
+// not the client's business (it has its answer): the record is then
+// missing, and a retry runs the handler again.
+func (m *middleware) store(ctx context.Context, lease *core.Lease, fp string, cw *capture) {
+	status := cw.done()
+	if status >= 500 {
+		return
+	}
+	rec := &record{Fingerprint: fp, Status: status, Header: cw.header, Body: cw.body}
+	if cw.overCap {
+		rec = &record{Fingerprint: fp, Status: status, Unstored: true}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.g.Policy().ReleaseTimeout())
+	defer cancel()
+	_, _ = m.put(ctx, lease, rec)
+}
+
+// put runs the store script: it reports whether rec was written.
+func (m *middleware) put(ctx context.Context, lease *core.Lease, rec *record) (bool, error) {
+	keys := []string{lockKey(lease.Name()), recordKey(lease.Name())}
+	n, err := storeScript.run(ctx, m.rdb, keys, lease.Owner(), strconv.FormatUint(lease.Token(), 10),
+		rec.encode(), m.cfg.ttl.Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("%w: idempotency: store: %w", core.ErrUnavailable, err)
+	}
+	return n == 1, nil
+}
