@@ -167,7 +167,8 @@ func BenchmarkHandoff(b *testing.B) {
 }
 
 // commandCalls sums INFO commandstats calls of the named commands.
-func commandCalls(b *testing.B, rdb *redis.Client, names ...string) int64 {
+func commandCalls(b testing.TB, rdb *redis.Client, names ...string) int64 {
+	b.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)

@@ -13,7 +13,7 @@ import (
 const DefaultFairWaiterTimeout = 5 * time.Second
 
 var (
-	scriptFairAcquire = registerScript("fair_acquire", "lib_fence", "lib_attempt", "lib_hold")
+	scriptFairAcquire = registerScript("fair_acquire", "lib_fence", "lib_queue", "lib_attempt", "lib_hold")
 	scriptFairRelease = registerScript("fair_release", "lib_fence", "lib_queue", "lib_attempt", "lib_hold")
 	scriptFairLeave   = registerScript("fair_leave", "lib_fence", "lib_queue")
 )
@@ -44,7 +44,7 @@ type FairMutex struct {
 	queue         string // list of waiting owners
 	deadlines     string // zset owner -> eviction deadline (server ms)
 	standing      string // hash owner -> the attempt standing in its place in line
-	chPrefix      string // a waiter's channel is chPrefix + owner
+	chPrefix      string // a waiter's channel is chPrefix + its Client's id
 	waiterTimeout time.Duration
 	claimWindow   time.Duration
 	err           error
@@ -142,8 +142,7 @@ func (f *FairMutex) lock(ctx context.Context, wait bool, opts []LockOption) (*Le
 }
 
 // fairAttempt is the protocol of one Lock or TryLock call. It is a value
-// that nothing writes to: a waiter's channel is named by its owner, which
-// each call passes in.
+// that nothing writes to.
 type fairAttempt struct {
 	*FairMutex
 	wait bool
@@ -152,9 +151,16 @@ type fairAttempt struct {
 func (a fairAttempt) info() LockInfo  { return LockInfo{Kind: KindFair, Name: a.k.name} }
 func (a fairAttempt) holdKey() string { return "fair\x00" + a.k.lock }
 
-// channel is the waiter's own channel: a release wakes only the first in
-// line.
-func (a fairAttempt) channel(owner string) string { return a.chPrefix + owner }
+// channel is the Client's channel of this lock, which all its waiters of
+// the lock share: a release pushes to the first in line only, by attempt id
+// ('g <id> …' a grant, 'w <id>' a wake-up), and the hub hands the push to
+// that attempt's waiter. The Client stays subscribed for a while after its
+// last waiter left (hub.linger), so a hot lock costs no SUBSCRIBE and
+// UNSUBSCRIBE per wait.
+func (a fairAttempt) channel(string) string { return a.chPrefix + a.c.id }
+
+// tagged: pushes on the channel name their attempt (hub.join).
+func (a fairAttempt) tagged() bool { return true }
 
 func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	pub, err := a.c.hub.publishCommand(ctx)
@@ -168,7 +174,7 @@ func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	return a.c.acquireScript(ctx, a, t, scriptFairAcquire,
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.fence, a.chPrefix, a.k.receipt(t.id), a.standing},
 		t.owner, ms(t.lease), ms(fenceTTL), ms(a.waiterTimeout), pub, join, t.recordTTL(),
-		boolArg(t.watchdog), t.replayArg(), t.id)
+		boolArg(t.watchdog), t.replayArg(), t.id, a.c.id)
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy

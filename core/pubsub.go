@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,10 @@ type hub struct {
 	opened int             // plain connections opened: numbers their presence channels
 	conns  map[int]*psConn // by slot (-1: the plain connection)
 	chans  map[string]*subscription
+	// idle counts the lingering subscriptions (no waiter left); sweep
+	// unsubscribes them once they have lingered for lingerFor.
+	idle  int
+	sweep *time.Timer
 }
 
 // plainSlot is the conns key of the one plain pub/sub connection.
@@ -78,10 +83,25 @@ type subscription struct {
 	// dropped it (a slot migration): its confirmation wakes every waiter
 	// once more, since a release may have been published in between.
 	rewake bool
-	// grants are the grants pushed on the channel (a fair waiter's own),
-	// by attempt id, until the waiter of that id takes its own
-	// (takeGrant) or the last waiter leaves.
-	grants map[string]string
+	// readyAt is when the last confirmation of the subscription came.
+	readyAt time.Time
+	// tagged: the channel is a Client's channel of a fair lock, whose
+	// pushes name the attempt they are for (grant.go); it lingers.
+	tagged bool
+	// idleSince is when its last waiter left, if it lingers without one.
+	idleSince time.Time
+	// pushes are the pushes for one attempt (a grant, or 'w <id>') by
+	// attempt id, kept until that attempt's waiter takes its grant
+	// (takeGrant) or leaves — also a push that came before the attempt's
+	// waiter joined (its refusal and the release crossed). Bounded by
+	// maxGrantsKept; entries older than pushKeep make room.
+	pushes map[string]push
+}
+
+// push is a message for one attempt.
+type push struct {
+	payload string
+	at      time.Time
 }
 
 // waiter is one blocked acquisition's place in a channel's line.
@@ -89,6 +109,12 @@ type waiter struct {
 	ch    string
 	wake  chan struct{} // buffered(1): a pending wake-up
 	ready chan struct{} // closed once the subscription is confirmed
+	// tag is the attempt id a tagged channel's pushes name this waiter by.
+	tag string
+	// liveSince is when the subscription was last confirmed before the
+	// waiter joined (zero: not yet): a push published after a command sent
+	// since then reaches it.
+	liveSince time.Time
 }
 
 func newHub(rdb redis.UniversalClient, wg *sync.WaitGroup) *hub {
@@ -101,13 +127,23 @@ func newHub(rdb redis.UniversalClient, wg *sync.WaitGroup) *hub {
 // waits, as without pub/sub, and joins again on its next wait.
 const subscribeWait = time.Second
 
+// lingerFor is how long a tagged channel stays subscribed after its last
+// waiter left, and maxLinger how many may linger at once: a Client that
+// waits on a hot fair lock again and again subscribes once, not per wait.
+const (
+	lingerFor = 5 * time.Second
+	maxLinger = 256
+)
+
 // join puts a new waiter in line on channel, subscribing if it is the first.
+// tag, if not empty, is the attempt id the channel's pushes name the
+// waiter by (a tagged channel).
 // The waiter's ready channel closes when the subscription is confirmed; only
 // after that is it safe to rely on wake-ups. The first waiter of a channel
 // waits until its SUBSCRIBE is written, or until ctx ends or subscribeWait
 // passes (then join fails and leaves the line: the SUBSCRIBE, if still
 // queued, is never sent).
-func (h *hub) join(ctx context.Context, channel string) (*waiter, error) {
+func (h *hub) join(ctx context.Context, channel, tag string) (*waiter, error) {
 	sharded, err := h.sharded(ctx)
 	if err != nil {
 		return nil, err
@@ -121,7 +157,7 @@ func (h *hub) join(ctx context.Context, channel string) (*waiter, error) {
 		h.mu.Unlock()
 		return nil, ErrClosed
 	}
-	wasIdle := len(h.chans) == 0
+	wasIdle := !h.busyLocked()
 	conn := h.conns[slot]
 	if conn == nil {
 		conn = h.open(slot, sharded)
@@ -135,7 +171,17 @@ func (h *hub) join(ctx context.Context, channel string) (*waiter, error) {
 		written = make(chan error, 1)
 		conn.queue(psOp{kind: opSubscribe, channel: channel, done: written})
 	}
-	w := &waiter{ch: channel, wake: make(chan struct{}, 1), ready: s.ready}
+	w := &waiter{ch: channel, wake: make(chan struct{}, 1), ready: s.ready, tag: tag}
+	if s.isReady {
+		w.liveSince = s.readyAt
+	}
+	if tag != "" {
+		s.tagged = true
+		s.pushedBefore(w)
+	}
+	if len(s.waiters) == 0 && !s.idleSince.IsZero() {
+		s.idleSince, h.idle = time.Time{}, h.idle-1
+	}
 	s.waiters = append(s.waiters, w)
 	h.mu.Unlock()
 	if wasIdle && h.kick != nil {
@@ -181,26 +227,87 @@ func (h *hub) leave(w *waiter) {
 		return // left already
 	}
 	s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
-	select {
-	case <-w.wake:
-		wakeN(s, 1)
-	default:
+	if w.tag != "" {
+		// Its push, if one came, is resolved on the server (a grant by the
+		// attempt's give-back); no other waiter can use it.
+		delete(s.pushes, w.tag)
+	} else {
+		select {
+		case <-w.wake:
+			wakeN(s, 1)
+		default:
+		}
 	}
 	if len(s.waiters) > 0 {
 		return
 	}
-	delete(h.chans, w.ch)
+	if s.tagged && s.isReady && !h.closed && !s.conn.retired && h.idle < maxLinger {
+		s.idleSince = time.Now()
+		h.idle++
+		if h.sweep == nil {
+			h.sweep = time.AfterFunc(lingerFor, h.sweepIdle)
+		}
+		return
+	}
+	h.unsubscribe(w.ch, s)
+}
+
+// unsubscribe drops channel's subscription s, which has no waiter. Called
+// with h.mu held; the writes are queued.
+func (h *hub) unsubscribe(channel string, s *subscription) {
+	delete(h.chans, channel)
 	conn := s.conn
-	delete(conn.subs, w.ch)
+	delete(conn.subs, channel)
 	switch {
 	case h.closed || conn.retired:
 	case conn.sharded && len(conn.subs) == 0:
 		h.retire(conn)
-	case conn.unqueueSubscribe(w.ch):
+	case conn.unqueueSubscribe(channel):
 		// The SUBSCRIBE was never sent: nothing to undo.
 	default:
-		conn.queue(psOp{kind: opUnsubscribe, channel: w.ch})
+		conn.queue(psOp{kind: opUnsubscribe, channel: channel})
 	}
+}
+
+// sweepIdle unsubscribes the channels that have lingered without a waiter
+// for lingerFor, and runs again when the next one will have. It runs on the
+// timer's goroutine and does no network I/O (the writes are queued).
+func (h *hub) sweepIdle() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sweep = nil
+	if h.closed {
+		return
+	}
+	now := time.Now()
+	next := time.Duration(0)
+	for ch, s := range h.chans {
+		if len(s.waiters) > 0 || s.idleSince.IsZero() {
+			continue
+		}
+		if left := lingerFor - now.Sub(s.idleSince); left > 0 {
+			if next == 0 || left < next {
+				next = left
+			}
+			continue
+		}
+		s.idleSince, h.idle = time.Time{}, h.idle-1
+		h.unsubscribe(ch, s)
+	}
+	if next > 0 {
+		h.sweep = time.AfterFunc(next, h.sweepIdle)
+	}
+}
+
+// busyLocked reports whether any channel has a waiter. Called with h.mu
+// held.
+func (h *hub) busyLocked() bool {
+	for _, s := range h.chans {
+		if len(s.waiters) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // wakeN wakes up to n waiters of s that have no pending wake-up, oldest
@@ -236,23 +343,84 @@ func (h *hub) takeGrant(w *waiter, id string) (string, bool) {
 	if s == nil {
 		return "", false
 	}
-	g, ok := s.grants[id]
-	if ok {
-		delete(s.grants, id)
+	p, ok := s.pushes[id]
+	if !ok || !strings.HasPrefix(p.payload, "g ") {
+		return "", false
 	}
-	return g, ok
+	delete(s.pushes, id)
+	return p.payload, true
 }
 
-// maxGrantsKept bounds the grants a channel keeps for attempts that never
+// retag renames w to a new attempt id (its acquisition moved on to one).
+func (h *hub) retag(w *waiter, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.chans[w.ch]
+	if s == nil || w.tag == "" || w.tag == id {
+		return
+	}
+	delete(s.pushes, w.tag)
+	w.tag = id
+	s.pushedBefore(w)
+}
+
+// maxGrantsKept bounds the pushes a channel keeps for attempts that never
 // take them (an attempt that left for a new id: its grant is resolved on
-// the server by its give-back, not here).
-const maxGrantsKept = 64
+// the server by its give-back, not here), and pushKeep is how long one is
+// kept at least.
+const (
+	maxGrantsKept = 64
+	pushKeep      = 2 * time.Second
+)
+
+// pushTo hands a push for attempt id to its waiter: kept (a grant until
+// taken), and the waiter woken. A push for an attempt without a waiter yet
+// is kept for it. Called with h.mu held.
+func (s *subscription) pushTo(id, payload string) {
+	if s.pushes == nil {
+		s.pushes = make(map[string]push)
+	}
+	now := time.Now()
+	if _, ok := s.pushes[id]; !ok && len(s.pushes) >= maxGrantsKept {
+		for k, p := range s.pushes {
+			if now.Sub(p.at) > pushKeep {
+				delete(s.pushes, k)
+			}
+		}
+		if len(s.pushes) >= maxGrantsKept {
+			return // the attempt finds out at its next bounded retry
+		}
+	}
+	s.pushes[id] = push{payload: payload, at: now}
+	for _, w := range s.waiters {
+		if w.tag == id {
+			s.pushedBefore(w)
+			return
+		}
+	}
+}
+
+// pushedBefore wakes w if a push for it is kept; a wake-up is used up by
+// it, a grant stays until taken. Called with h.mu held.
+func (s *subscription) pushedBefore(w *waiter) {
+	p, ok := s.pushes[w.tag]
+	if !ok {
+		return
+	}
+	if !strings.HasPrefix(p.payload, "g ") {
+		delete(s.pushes, w.tag)
+	}
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
 
 // busy reports whether anyone waits.
 func (h *hub) busy() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.chans) > 0
+	return h.busyLocked()
 }
 
 // close retires every connection (their writers close them, which ends
@@ -261,6 +429,10 @@ func (h *hub) busy() bool {
 func (h *hub) close() {
 	h.mu.Lock()
 	h.closed = true
+	if h.sweep != nil {
+		h.sweep.Stop()
+		h.sweep = nil
+	}
 	for _, c := range h.conns {
 		h.retire(c)
 	}

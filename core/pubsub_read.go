@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -114,6 +115,7 @@ func (h *hub) confirmed(conn *psConn, channel string) {
 		conn.presenceReady = true
 	}
 	if s := conn.subs[channel]; s != nil {
+		s.readyAt = time.Now()
 		switch {
 		case !s.isReady:
 			s.isReady = true
@@ -154,20 +156,16 @@ func (h *hub) unsubscribed(conn *psConn, channel string) {
 
 // published wakes the waiters a message asks for: its payload is how many
 // (a number; anything else, or 0, means one; negative means all), or a
-// grant (grant.go) for one attempt.
+// push for one attempt — a grant (grant.go) or 'w <attempt id>'.
 func (h *hub) published(m *redis.Message) {
-	if id, _, _, _, ok := parseGrant(m.Payload); ok {
-		// A grant to one attempt: kept for it, and its channel's waiters
-		// (its own, usually one) woken to look.
+	id, _, _, _, ok := parseGrant(m.Payload)
+	if !ok {
+		id, ok = strings.CutPrefix(m.Payload, "w ")
+	}
+	if ok {
 		h.mu.Lock()
 		if s := h.chans[m.Channel]; s != nil {
-			if s.grants == nil {
-				s.grants = make(map[string]string)
-			}
-			if len(s.grants) < maxGrantsKept {
-				s.grants[id] = m.Payload
-			}
-			wakeN(s, -1)
+			s.pushTo(id, m.Payload)
 		}
 		h.mu.Unlock()
 		return

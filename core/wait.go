@@ -140,6 +140,12 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 	}
 }
 
+// taggedChannel is a protocol whose waiters share a channel on which each
+// push names the attempt it is for (fairAttempt).
+type taggedChannel interface {
+	tagged() bool
+}
+
 // waitState is the waiting half of one acquisition: its place among the
 // Client's local waiters of the lock's channel, and its timer.
 type waitState struct {
@@ -160,8 +166,12 @@ func (s *waitState) waitTurn(ctx, actx context.Context, d, holderTTL time.Durati
 	a := s.a
 	c := a.c
 	wake, ready := (<-chan struct{})(nil), (<-chan struct{})(nil)
+	tag := ""
+	if tp, ok := a.p.(taggedChannel); ok && tp.tagged() {
+		tag = a.t.id
+	}
 	if s.w == nil {
-		w, err := c.hub.join(actx, a.p.channel(a.t.owner))
+		w, err := c.hub.join(actx, a.p.channel(a.t.owner), tag)
 		switch {
 		case errors.Is(err, ErrClosed):
 			return ErrClosed
@@ -170,10 +180,17 @@ func (s *waitState) waitTurn(ctx, actx context.Context, d, holderTTL time.Durati
 				return ctx.Err()
 			}
 			d = min(d, noTTLWait) // no wake-ups: fall back to bounded waits
+		case tag != "" && !w.liveSince.IsZero() && w.liveSince.Before(a.lastSent):
+			// Subscribed since before the refused attempt was sent: a push
+			// for it, even one that came before this join, is not missed.
+			s.w, wake = w, w.wake
 		default:
 			s.w, ready = w, w.ready
 		}
 	} else {
+		if tag != "" && s.w.tag != tag {
+			c.hub.retag(s.w, tag) // the acquisition moved on to a new id
+		}
 		wake = s.w.wake
 	}
 	if obs := c.cfg.observer; obs != nil {

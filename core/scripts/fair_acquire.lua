@@ -6,7 +6,7 @@
 -- KEYS[3]  waiter deadlines: zset owner id -> server time (ms) after which
 --          the waiter is presumed dead and evicted when it reaches the head
 -- KEYS[4]  fence counter of this lock name
--- KEYS[5]  prefix of the waiters' own wake-up channels (channel = prefix..owner)
+-- KEYS[5]  prefix of the waiters' wake-up channels (lib_queue.lua)
 -- KEYS[6]  this attempt's record (lib_attempt), also its lease's release receipt
 -- KEYS[7]  standing attempts: hash owner id -> the attempt that last joined
 --          or renewed the owner's place in line (fair_leave)
@@ -22,10 +22,11 @@
 -- ARGV[8]  '1': the lease is renewed by the watchdog; '0': fixed LeaseTime
 -- ARGV[9]  replay window in milliseconds (a closed attempt's record)
 -- ARGV[10] this attempt's id
+-- ARGV[11] the tag of this Client's wake-up channel (KEYS[5] .. tag)
 --
--- A watchdog waiter stands in line as 'id|lease' (its attempt id and
--- watchdog lease in ms), which lets a release grant it the lock directly
--- (fair_release.lua); a fixed-LeaseTime waiter as its id alone, woken to
+-- A waiter's standing attempt is 'id|lease|tag' (lib_queue.lua): a
+-- watchdog waiter's lease lets a release grant it the lock directly
+-- (fair_release.lua); a fixed-LeaseTime waiter ('id||tag') is woken to
 -- take the lock itself.
 --
 -- Returns {1, token, ms}  acquired fresh (the lock was free and the queue
@@ -82,7 +83,7 @@ if redis.call('exists', KEYS[1]) == 0 then
   end
   -- Free, but another waiter is first in line: nudge it (it may have missed
   -- the release's wake-up, or become first by an eviction just now).
-  redis.call(ARGV[5], KEYS[5] .. head, '1')
+  wake_waiter(KEYS[7], KEYS[5], head, ARGV[5])
 elseif redis.call('hexists', KEYS[1], owner) == 1 then
   local left = hold_reenter(KEYS[1], owner, lease, ARGV[8])
   return attempt_won(KEYS[6], 2, redis.call('hget', KEYS[1], ':token'), ARGV[7], left)
@@ -97,11 +98,11 @@ end
 if redis.call('zadd', KEYS[3], now + wt, owner) == 1 then
   redis.call('rpush', KEYS[2], owner)
 end
-local standing = ARGV[10]
+local wl = ''
 if ARGV[8] == '1' then
-  standing = standing .. '|' .. ARGV[2]
+  wl = ARGV[2]
 end
-redis.call('hset', KEYS[7], owner, standing)
+redis.call('hset', KEYS[7], owner, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11])
 -- The line disappears on its own once no waiter renews it.
 redis.call('pexpire', KEYS[2], 2 * wt)
 redis.call('pexpire', KEYS[3], 2 * wt)

@@ -5,9 +5,9 @@
 -- KEYS[1]  lock hash
 -- KEYS[2]  queue: list of waiting owner ids
 -- KEYS[3]  waiter deadlines: zset owner id -> server time (ms)
--- KEYS[4]  prefix of the waiters' own wake-up channels
--- KEYS[5]  standing attempts: hash owner id -> attempt id, or 'id|lease'
---          for a watchdog waiter (fair_acquire)
+-- KEYS[4]  prefix of the waiters' wake-up channels (lib_queue.lua)
+-- KEYS[5]  standing attempts: hash owner id -> 'id|lease|tag'
+--          (lib_queue.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  publish command: 'publish' or 'spublish'
 -- ARGV[3]  the id of the attempt that gives up
@@ -18,7 +18,7 @@
 --
 -- Returns 1 when the owner was in line and left it, 0 otherwise.
 local standing = redis.call('hget', KEYS[5], ARGV[1])
-if standing and standing ~= ARGV[3] and string.match(standing, '^([^|]+)') ~= ARGV[3] then
+if standing and standing_parse(standing) ~= ARGV[3] then
   return 0
 end
 redis.call('hdel', KEYS[5], ARGV[1])
@@ -29,6 +29,6 @@ end
 local first = redis.call('lindex', KEYS[2], 0) == ARGV[1]
 redis.call('lrem', KEYS[2], 0, ARGV[1])
 if first and redis.call('exists', KEYS[1]) == 0 then
-  wake_next(KEYS[2], KEYS[3], KEYS[4], ARGV[2])
+  wake_next(KEYS[2], KEYS[3], KEYS[5], KEYS[4], ARGV[2])
 end
 return 1

@@ -6,10 +6,10 @@
 -- KEYS[2]  queue: list of waiting owner ids
 -- KEYS[3]  waiter deadlines: zset owner id -> server time (ms)
 -- KEYS[4]  release receipt of this lease (string, kept ARGV[4] ms)
--- KEYS[5]  prefix of the waiters' own wake-up channels
+-- KEYS[5]  prefix of the waiters' wake-up channels (lib_queue.lua)
 -- KEYS[6]  fence counter of this lock name
--- KEYS[7]  standing attempts: hash owner id -> 'id|lease' (a watchdog
---          waiter) or 'id' (fair_acquire.lua)
+-- KEYS[7]  standing attempts: hash owner id -> 'id|lease|tag'
+--          (lib_queue.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  watchdog lease in milliseconds (see mutex_release)
 -- ARGV[3]  publish command: 'publish' or 'spublish'
@@ -30,7 +30,7 @@
 -- fencing token, a hold whose lease is the claim window, and its standing
 -- attempt's record (keylock:{name}:rel:<id>) marked as the winner of that
 -- hold, exactly as if the attempt had taken the lock itself. The grant is
--- pushed on the waiter's channel as 'g <id> <token> <now> <lease>', so the
+-- pushed on the waiter's Client's channel as 'g <id> <token> <now> <lease>', so the
 -- waiter returns from Lock without another round trip; if the push is
 -- lost, its next attempt (same id) is answered the win from the record.
 -- Its Client extends the hold beyond the claim window by renewing it (a
@@ -46,15 +46,15 @@ local function grant_next()
   while head do
     local dl = redis.call('zscore', KEYS[3], head)
     local live = dl and tonumber(dl) > now
-    local id, wl
+    local id, wl, tag
     if live then
       local st = redis.call('hget', KEYS[7], head)
       if st then
-        id, wl = string.match(st, '^([^|]+)|(%d+)$')
+        id, wl, tag = standing_parse(st)
       end
-      if not id then
+      if not (id and wl) then
         redis.call('del', KEYS[1])
-        redis.call(ARGV[3], KEYS[5] .. head, '1')
+        wake_waiter(KEYS[7], KEYS[5], head, ARGV[3])
         return
       end
     end
@@ -68,7 +68,7 @@ local function grant_next()
       redis.call('del', KEYS[1])
       hold_take(KEYS[1], head, token, lease, '1', now)
       redis.call('set', record, 'A1:' .. token, 'px', math.max(tonumber(wl), tonumber(ARGV[10])))
-      redis.call(ARGV[3], KEYS[5] .. head, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease)
+      waiter_push(KEYS[5], head, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease, ARGV[3])
       return
     end
     head = redis.call('lindex', KEYS[2], 0)

@@ -7,8 +7,9 @@
 -- KEYS[10]    the wake-up channel of mutex and semaphore waiters
 -- KEYS[11]    the RW readers' wake-up channel
 -- KEYS[12]    the RW writers' wake-up channel
--- KEYS[13]    prefix of the fair waiters' own channels (prefix .. owner)
+-- KEYS[13]    prefix of the fair waiters' channels (lib_queue.lua)
 -- KEYS[14]    this force-unlock's receipt (string, kept ARGV[3] ms)
+-- KEYS[15]    the fair lock's standing attempts (hash, lib_queue.lua)
 -- ARGV[1]     publish command: 'publish' or 'spublish'
 -- ARGV[2]     the most queue entries to return
 -- ARGV[3]     receipt TTL in milliseconds
@@ -28,7 +29,7 @@
 -- they are the waiters, who keep their turn), the semaphore's permit count
 -- and release receipts. Every channel of the name is woken, whatever the
 -- kind looks like: mutex and semaphore waiters and RW readers and writers
--- all (-1), the fair lock's first live waiter on its own channel. A lock
+-- all (-1), the fair lock's first live waiter on its channel. A lock
 -- already gone (a manual DEL) has nothing to delete, but its waiters are
 -- still woken instead of sleeping until the old holder's TTL.
 local done = redis.call('get', KEYS[14])
@@ -43,7 +44,7 @@ local reached = {
   redis.call(pub, KEYS[11], '-1'),
   redis.call(pub, KEYS[12], '-1'),
 }
-wake_next(KEYS[3], KEYS[4], KEYS[13], pub)
+wake_next(KEYS[3], KEYS[4], KEYS[15], KEYS[13], pub)
 local out = {snap, deleted, reached, redis.call('lindex', KEYS[3], 0)}
 redis.call('set', KEYS[14], cjson.encode(out), 'px', ARGV[3])
 return out

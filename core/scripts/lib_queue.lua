@@ -1,21 +1,73 @@
 -- lib_queue: helpers prepended to the fair lock's scripts (not a script of
 -- its own; see loadScript in scripts.go). Needs lib_fence (now_ms).
 --
--- wake_next(queue, deadlines, ch_prefix, publish) evicts waiters at the head
--- of the queue (list) whose deadline (zset, server ms) has passed, then
--- publishes one wake-up on the channel of the first live waiter
--- (ch_prefix .. owner) with the publish command (publish or spublish).
-local function wake_next(queue, deadlines, ch_prefix, publish)
+-- A waiter's standing attempt (the fair lock's standing hash, owner ->
+-- value) is 'id|lease|tag': the attempt id, the watchdog lease in ms (empty
+-- for a fixed-LeaseTime waiter) and the tag of its Client's channel
+-- (ch_prefix .. tag), which every waiter of that Client on this lock
+-- shares and keeps subscribed between waits. A value written by an older
+-- client, 'id|lease' or 'id', has no tag: that waiter listens on its own
+-- channel, ch_prefix .. owner, for '1'.
+
+-- standing_parse(st) returns a standing value's attempt id, watchdog lease
+-- (a number, or nil for a fixed-LeaseTime waiter) and tag (or nil).
+local function standing_parse(st)
+  local id, wl, tag = string.match(st, '^([^|]*)|([^|]*)|(.*)$')
+  if not id then
+    id, wl = string.match(st, '^([^|]+)|?(%d*)$')
+  end
+  if id == '' then
+    id = nil
+  end
+  if tag == '' then
+    tag = nil
+  end
+  return id, tonumber(wl), tag
+end
+
+-- waiter_push(ch_prefix, owner, tag, payload, publish) publishes payload to
+-- owner's waiter: on its Client's channel when it has a tag, else on its
+-- own channel.
+local function waiter_push(ch_prefix, owner, tag, payload, publish)
+  if tag then
+    redis.call(publish, ch_prefix .. tag, payload)
+  else
+    redis.call(publish, ch_prefix .. owner, payload)
+  end
+end
+
+-- wake_waiter(standing, ch_prefix, owner, publish) wakes owner's waiter to
+-- try for the lock itself: 'w <attempt id>' on its Client's channel, or
+-- '1' on its own.
+local function wake_waiter(standing, ch_prefix, owner, publish)
+  local st = redis.call('hget', standing, owner)
+  local id, tag
+  if st then
+    local _
+    id, _, tag = standing_parse(st)
+  end
+  if tag and id then
+    redis.call(publish, ch_prefix .. tag, 'w ' .. id)
+  else
+    redis.call(publish, ch_prefix .. owner, '1')
+  end
+end
+
+-- wake_next(queue, deadlines, standing, ch_prefix, publish) evicts waiters
+-- at the head of the queue (list) whose deadline (zset, server ms) has
+-- passed, then wakes the first live waiter (wake_waiter).
+local function wake_next(queue, deadlines, standing, ch_prefix, publish)
   local now = now_ms()
   local head = redis.call('lindex', queue, 0)
   while head do
     local dl = redis.call('zscore', deadlines, head)
     if dl and tonumber(dl) > now then
-      redis.call(publish, ch_prefix .. head, '1')
+      wake_waiter(standing, ch_prefix, head, publish)
       return
     end
     redis.call('lpop', queue)
     redis.call('zrem', deadlines, head)
+    redis.call('hdel', standing, head)
     head = redis.call('lindex', queue, 0)
   end
 end
