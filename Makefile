@@ -110,3 +110,14 @@ CONTENDFLAGS ?=
 contend: redis
 	$(GO) test -count=1 -timeout 60m -run '^TestContention$$' -v ./internal/contend -args -contend.full $(CONTENDFLAGS)
 	$(GO) test -count=1 -run '^$$' -bench Uncontended -benchtime $(BENCHTIME) ./internal/contend
+
+# leader: the leader-election harness (jobs/asynq/internal/leaderrun): three
+# replica processes campaign for one core.Election on a redis-server it
+# starts, the leader enqueues one asynq task per second (the second is its
+# TaskID); the leader is stopped with SIGTERM once and killed once. Prints
+# ticks, duplicates and takeover gaps; exits 1 when a bound is broken.
+# LEADERFLAGS e.g. "-duration 120s -lease 10s".
+LEADERFLAGS ?=
+.PHONY: leader
+leader: redis
+	$(GO) run ./jobs/asynq/internal/leaderrun $(LEADERFLAGS)
