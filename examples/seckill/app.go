@@ -191,7 +191,7 @@ func runApp(ctx context.Context, cfg appConfig) (err error) {
 		return fmt.Errorf("-grpc: %w", err)
 	}
 	addrs.HTTP, addrs.GRPC = hl.Addr().String(), gl.Addr().String()
-	hs := &http.Server{Handler: newHTTPHandler(s, apiLocks, cfg.LockPerItem, tel), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	hs := &http.Server{Handler: newHTTPHandler(s, apiLocks, rdb, cfg.LockPerItem, tel), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
 	gs := newGRPCServer(s, apiLocks, cfg.LockPerItem, tel)
 	errc := make(chan error, 2)
 	go func() { errc <- serveErr("http", hs.Serve(hl)) }()

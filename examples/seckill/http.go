@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -14,6 +15,7 @@ import (
 	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/examples/seckill/internal/shop"
 	ginlock "github.com/keylock/keylock/middleware/gin"
+	"github.com/keylock/keylock/middleware/idempotency"
 )
 
 // buyTemplate is the per-buyer lock of a buy: one in-flight purchase per
@@ -40,7 +42,9 @@ type httpAPI struct {
 // newHTTPHandler builds the gin engine:
 //
 //	POST /api/items/:item/buy     X-User-ID → 202 {order_id}; 409 buy in flight
-//	                              or already bought; 410 sold out; 400 bad input
+//	                              or already bought; 410 sold out; 400 bad input;
+//	                              with Idempotency-Key, a retry gets the first
+//	                              answer again (422: the key was used elsewhere)
 //	GET  /api/items/:item         stock and sales
 //	GET  /api/items/:item/orders  the item's orders (for the load generator's check)
 //	GET  /api/orders/:id          one order: pending or created
@@ -48,9 +52,10 @@ type httpAPI struct {
 //	GET  /healthz                 200 when Redis answers
 //	GET  /metrics                 Prometheus metrics (unless -metrics=false)
 //
-// With locks nil (the -unsafe demo) the buy route runs without its lock;
-// with perItem (the -lock-per-item demo) it waits for a lock of the item.
-func newHTTPHandler(s *sale, locks *core.Client, perItem bool, tel *telemetry) http.Handler {
+// With locks nil (the -unsafe demo) the buy route runs without its lock
+// (and without idempotency keys); with perItem (the -lock-per-item demo) it
+// waits for a lock of the item.
+func newHTTPHandler(s *sale, locks *core.Client, rdb redis.UniversalClient, perItem bool, tel *telemetry) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
@@ -63,9 +68,14 @@ func newHTTPHandler(s *sale, locks *core.Client, perItem bool, tel *telemetry) h
 	a := &httpAPI{sale: s, store: s.store}
 
 	// Validation first, so a malformed request never reaches Redis; then
-	// the sold-out fast path; then the per-buyer lock, held while the
-	// handler runs.
-	buy := []gin.HandlerFunc{validateBuy, a.precheck}
+	// the buyer's Idempotency-Key, if sent (a retry of a buy that went
+	// through gets its answer again, the same order); then the sold-out
+	// fast path; then the per-buyer lock, held while the handler runs.
+	buy := []gin.HandlerFunc{validateBuy}
+	if locks != nil {
+		buy = append(buy, ginlock.Idempotency(locks, rdb, buyTemplate, idempotency.WithReplayHeaders("Content-Type")))
+	}
+	buy = append(buy, a.precheck)
 	switch {
 	case locks != nil && perItem:
 		buy = append(buy, ginlock.Middleware(locks, itemTemplate, ginlock.WithWait(perItemWait)))
