@@ -24,6 +24,7 @@ var imports = map[string]string{
 	"grpclock":    "github.com/keylock/keylock/middleware/grpc",
 	"http":        "net/http",
 	"httplock":    "github.com/keylock/keylock/middleware/http",
+	"idempotency": "github.com/keylock/keylock/middleware/idempotency",
 	"log":         "log",
 	"otelhttp":    "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp",
 	"redis":       "github.com/redis/go-redis/v9",
