@@ -82,6 +82,13 @@
 // without its cancellation, bounded by WithReleaseTimeout), so it is given
 // back even when the client has gone away or the lock was lost.
 //
+// # Idempotent requests
+//
+// Idempotency runs package idempotency's middleware on a gin route: the
+// first request with an Idempotency-Key runs under a lock on the key, and
+// its retries get its response again (409 while it runs, 422 for another
+// payload). The options and answers are that package's.
+//
 // # Trade-offs
 //
 // A route parameter the template names but the route lacks ({path.id} on
