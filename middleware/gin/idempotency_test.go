@@ -108,19 +108,23 @@ func TestIdempotencyAnswers(t *testing.T) {
 func TestIdempotencyOutlivesLease(t *testing.T) {
 	e := newEnv(t, core.WithWatchdogTimeout(200*time.Millisecond))
 	var runs atomic.Int32
+	entered, done := make(chan struct{}, 1), make(chan struct{})
 	r := gin.New()
 	r.POST("/slow", ginlock.Idempotency(e.locks, e.rdb, "slow"), func(c *gin.Context) {
 		runs.Add(1)
-		time.Sleep(700 * time.Millisecond)
+		entered <- struct{}{}
+		<-done
 		c.String(http.StatusOK, "done")
 	})
 	s := serve(t, r)
 	first := make(chan reply, 1)
 	go func() { first <- s.do(context.Background(), "POST", "/slow", "x", "Idempotency-Key: k") }()
-	time.Sleep(500 * time.Millisecond)
+	<-entered
+	time.Sleep(700 * time.Millisecond) // three lease times and more
 	if got := s.post(t, "/slow", "x", "Idempotency-Key: k"); got.status != http.StatusConflict {
 		t.Errorf("duplicate past the lease: %d, want 409", got.status)
 	}
+	close(done)
 	<-first
 	if got := s.post(t, "/slow", "x", "Idempotency-Key: k"); got.body != "done" || runs.Load() != 1 {
 		t.Errorf("retry: %q, runs %d; want done, 1 run", got.body, runs.Load())

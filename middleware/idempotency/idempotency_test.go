@@ -93,24 +93,24 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 // stored answer.
 func TestHandlerOutlivesLeaseRunsOnce(t *testing.T) {
 	e := newEnv(t, core.WithWatchdogTimeout(300*time.Millisecond))
-	h := &orders{delay: 1200 * time.Millisecond}
-	ts := serveOrders(t, e, h)
+	g := newGated()
+	ts := serveOrders(t, e, g)
 	first := make(chan reply, 1)
 	go func() { first <- do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: slow") }()
-	for range 4 {
-		time.Sleep(250 * time.Millisecond)
+	g.waitEntered(t)
+	start := time.Now()
+	for time.Since(start) < time.Second { // over three lease times
+		time.Sleep(200 * time.Millisecond)
 		if r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: slow")); r.status != http.StatusConflict {
-			t.Errorf("duplicate while the first runs: %d %q, want 409", r.status, r.body)
+			t.Errorf("duplicate %s after the first started: %d %q, want 409", time.Since(start).Round(time.Millisecond), r.status, r.body)
 		}
 	}
-	if r := <-first; r.err != nil || r.status != http.StatusCreated {
-		t.Fatalf("first: %d %v, want 201", r.status, r.err)
+	close(g.gates[0])
+	if r := <-first; r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("first: %d %v, want 200", r.status, r.err)
 	}
-	if r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: slow")); r.status != http.StatusCreated || !r.replayed() {
-		t.Errorf("retry: %d replayed=%v, want the stored 201", r.status, r.replayed())
-	}
-	if n := h.runs.Load(); n != 1 {
-		t.Errorf("handler ran %d times, want 1", n)
+	if r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: slow")); r.body != "run 0" || !r.replayed() {
+		t.Errorf("retry: %q replayed=%v, want the stored run 0", r.body, r.replayed())
 	}
 }
 
@@ -320,18 +320,23 @@ func TestServerErrorAndPanicStoreNothing(t *testing.T) {
 // answer instead of 409.
 func TestWaitingDuplicateGetsTheAnswer(t *testing.T) {
 	e := newEnv(t)
-	h := &orders{delay: 300 * time.Millisecond}
-	ts := serveOrders(t, e, h, idempotency.WithWait(5*time.Second))
+	g := newGated()
+	ts := serveOrders(t, e, g, idempotency.WithWait(10*time.Second))
 	first := make(chan reply, 1)
 	go func() { first <- do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: w") }()
-	time.Sleep(100 * time.Millisecond)
-	r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: w"))
-	f := <-first
-	if f.status != http.StatusCreated || r.status != http.StatusCreated || r.body != f.body || !r.replayed() {
-		t.Errorf("first %d %q, duplicate %d %q replayed=%v; want the same 201, the duplicate replayed", f.status, f.body, r.status, r.body, r.replayed())
+	g.waitEntered(t)
+	dup := make(chan reply, 1)
+	go func() { dup <- do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: w") }()
+	time.Sleep(200 * time.Millisecond) // the duplicate waits for the lock
+	close(g.gates[0])
+	f, r := <-first, <-dup
+	if f.status != http.StatusOK || r.status != http.StatusOK || r.body != "run 0" || f.body != "run 0" || !r.replayed() {
+		t.Errorf("first %d %q, duplicate %d %q replayed=%v; want run 0 twice, the duplicate replayed", f.status, f.body, r.status, r.body, r.replayed())
 	}
-	if n := h.runs.Load(); n != 1 {
-		t.Errorf("handler ran %d times, want 1", n)
+	select {
+	case n := <-g.entered:
+		t.Errorf("the handler ran again (run %d)", n)
+	default:
 	}
 }
 
