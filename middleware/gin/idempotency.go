@@ -22,6 +22,8 @@ import (
 // The handlers after it write through c.Writer as usual, and see the
 // lease with LeaseFrom(c). A duplicate, a replay or a refusal is answered
 // here and the chain aborted. It panics on a bad template or option.
+// {ctx.*} is Middleware's only: here an idempotency.WithSource function
+// reads the request.
 func Idempotency(locks *core.Client, rdb redis.UniversalClient, template string, opts ...idempotency.Option) gin.HandlerFunc {
 	mw := idempotency.Middleware(locks, rdb, template, opts...)
 	return func(c *gin.Context) {

@@ -273,6 +273,10 @@ func TestMissingKey(t *testing.T) {
 	if r.status != http.StatusBadRequest || !strings.Contains(r.body, `"idempotency_key_missing"`) || h.runs.Load() != 0 {
 		t.Errorf("required, missing: %d %q runs=%d; want 400 idempotency_key_missing, no run", r.status, r.body, h.runs.Load())
 	}
+	long := strings.Repeat("k", 300)
+	if r := must(t, do(ts, "POST", "/required", "x", "Idempotency-Key: "+long)); r.status != http.StatusBadRequest || strings.Contains(r.body, long) {
+		t.Errorf("300-byte key: %d %q, want 400 without the key", r.status, r.body)
+	}
 	for i := range 2 {
 		if r := must(t, do(ts, "POST", "/optional", "x")); r.status != http.StatusCreated || r.replayed() {
 			t.Errorf("optional, missing, #%d: %d replayed=%v, want a fresh 201", i, r.status, r.replayed())
