@@ -62,7 +62,10 @@
 // (see core/KINDS.md) lets a retry run again. A handler whose lock is lost
 // while it runs is told through its context; it should stop, and its
 // downstream writes should carry the fencing token
-// (core.LeaseFrom(r.Context())) so the store can refuse a stale one.
+// (core.LeaseFrom(r.Context())) so the store can refuse a stale one. The
+// key's lock is taken for the request context's owner, as every keylock
+// adapter takes its lock: requests given one owner with core.WithOwner
+// would re-enter it, and run side by side.
 //
 // # Redis
 //
