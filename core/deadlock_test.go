@@ -51,22 +51,39 @@ func TestFindDeadlocksInSnapshots(t *testing.T) {
 // can tell) each hold a lock and wait for the other's, nested under their
 // leases: a fair lock and an RW lock's write side, both lines Redis keeps.
 func TestDeadlocksAcrossClients(t *testing.T) {
+	t.Run("fair lock and RW lock", func(t *testing.T) {
+		checkDeadlockAcross(t,
+			func(c *core.Client) core.Locker { return c.FairMutex("dl:x") },
+			func(c *core.Client) core.Locker { return c.RWMutex("dl:y") })
+	})
+	// A contended mutex's waiters stand in a line Redis keeps: seen too.
+	t.Run("mutexes", func(t *testing.T) {
+		checkDeadlockAcross(t,
+			func(c *core.Client) core.Locker { return c.Mutex("dl:x") },
+			func(c *core.Client) core.Locker { return c.Mutex("dl:y") })
+	})
+}
+
+// checkDeadlockAcross has the owner of x (on one Client) wait for y while
+// the owner of y (on another) waits for x, and checks that the cycle is
+// found, and gone once the waits end.
+func checkDeadlockAcross(t *testing.T, x, y func(*core.Client) core.Locker) {
 	_, rdb := single(t)
 	a := newLocks(t, rdb, core.WithIdentity(core.Identity{Service: "orders"}))
 	b := newLocks(t, rdb, core.WithIdentity(core.Identity{Service: "billing"}))
 	ctx := ctxTimeout(t, 30*time.Second)
 
-	la := mustLock(t, a.FairMutex("dl:x"), ctx)
-	lb := mustLock(t, b.RWMutex("dl:y"), ctx)
+	la := mustLock(t, x(a), ctx)
+	lb := mustLock(t, y(b), ctx)
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errs := make(chan error, 2)
 	go func() {
-		_, err := a.RWMutex("dl:y").Lock(core.WithOwner(waitCtx, la.Owner()))
+		_, err := y(a).Lock(core.WithOwner(waitCtx, la.Owner()))
 		errs <- err
 	}()
 	go func() {
-		_, err := b.FairMutex("dl:x").Lock(core.WithOwner(waitCtx, lb.Owner()))
+		_, err := x(b).Lock(core.WithOwner(waitCtx, lb.Owner()))
 		errs <- err
 	}()
 

@@ -97,6 +97,7 @@
 //	keylock:{<name>}:fence    fencing-token counter
 //	keylock:{<name>}:rel:<id> short-lived release receipt (idempotent retries)
 //	keylock:{<name>}:ch       wake-up channel
+//	keylock:{<name>}:ch:<client id>  a Client's waiters in line: grants, wake-ups
 //
 // so every script runs on one Redis Cluster slot.
 package core

@@ -146,10 +146,31 @@ func (f *FairMutex) lock(ctx context.Context, wait bool, opts []LockOption) (*Le
 type fairAttempt struct {
 	*FairMutex
 	wait bool
+	// mutex: a Mutex's Lock or TryLock (its line is this one; see Mutex).
+	mutex bool
 }
 
-func (a fairAttempt) info() LockInfo  { return LockInfo{Kind: KindFair, Name: a.k.name} }
-func (a fairAttempt) holdKey() string { return "fair\x00" + a.k.lock }
+func (a fairAttempt) info() LockInfo {
+	if a.mutex {
+		return LockInfo{Kind: KindMutex, Name: a.k.name}
+	}
+	return LockInfo{Kind: KindFair, Name: a.k.name}
+}
+
+func (a fairAttempt) holdKey() string {
+	if a.mutex {
+		return a.k.lock
+	}
+	return "fair\x00" + a.k.lock
+}
+
+// kindArg marks a Mutex's waiter in line (fair_acquire.lua ARGV[12]).
+func (a fairAttempt) kindArg() string {
+	if a.mutex {
+		return "m"
+	}
+	return ""
+}
 
 // channel is the Client's channel of this lock, which all its waiters of
 // the lock share: a release pushes to the first in line only, by attempt id
@@ -174,7 +195,7 @@ func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	return a.c.acquireScript(ctx, a, t, scriptFairAcquire,
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.fence, a.chPrefix, a.k.receipt(t.id), a.standing},
 		t.owner, ms(t.lease), ms(fenceTTL), ms(a.waiterTimeout), pub, join, t.recordTTL(),
-		boolArg(t.watchdog), t.replayArg(), t.id, a.c.id)
+		boolArg(t.watchdog), t.replayArg(), t.id, a.c.id, a.kindArg())
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy

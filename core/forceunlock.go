@@ -94,7 +94,7 @@ func (c *Client) forceUnlock(ctx context.Context, name string) (*ForceUnlockResu
 	// The receipt makes the call idempotent: a copy of it (go-redis retried
 	// it, or it arrived late) answers the first copy's result and frees
 	// nothing — not the hold of a waiter the first copy woke.
-	ks = append(ks, k.ch+":", k.sub("force:"+c.newID()), k.sub("standing"))
+	ks = append(ks, k.ch+":", k.sub("force:"+c.newID()))
 	v, err := scriptForceUnlock.run(ctx, c.rdb, ks, pub, inspectQueueLimit, ms(receiptTTL)).Result()
 	if err != nil {
 		return nil, err

@@ -109,8 +109,8 @@ func TestReplayedForceUnlockSparesTheNextHolder(t *testing.T) {
 	stuck := mustLock(t, newLocks(t, direct).Mutex(name), ctx)
 
 	waiting := lockAsync(ctxTimeout(t, 10*time.Second), newLocks(t, srv.NewClient(t)).Mutex(name))
-	waitUntil(t, 5*time.Second, "the waiter did not subscribe", func() bool {
-		return inspect(t, insp, name).WaitingClients >= 1
+	waitUntil(t, 5*time.Second, "the waiter did not get in line", func() bool {
+		return len(inspect(t, insp, name).Line) >= 1
 	})
 
 	ordb, tp := tapped(t, srv)

@@ -32,9 +32,10 @@ type LockState struct {
 	Name string
 	// Kind is told from the keys present: KindSemaphore (permit holders),
 	// KindRW (readers, write intents, or waiters on the RW channels),
-	// KindFair (a line of waiters), KindMutex (an exclusive hold and nothing
-	// else: a fair lock nobody waits for and an RW lock held for writing
-	// with nobody waiting look the same), or "" when nothing is stored.
+	// KindFair (a line of FairMutex waiters), KindMutex (a line of Mutex
+	// waiters, or an exclusive hold and nothing else: a fair lock nobody
+	// waits for and an RW lock held for writing with nobody waiting look
+	// the same), or "" when nothing is stored.
 	Kind Kind
 	// Held reports whether any owner holds the lock.
 	Held bool
@@ -113,7 +114,8 @@ type Waiter struct {
 	// ClientID and Identity are as for Holder.
 	ClientID string
 	Identity *Identity
-	// Mode is KindFair for a fair lock's queue, KindWrite for an RW write intent.
+	// Mode is KindFair or KindMutex for a waiter in a FairMutex's or a
+	// Mutex's line, KindWrite for an RW write intent.
 	Mode Kind
 	// TTL is how long the waiter keeps its place without being heard from
 	// (waiters renew it while they wait).
@@ -133,7 +135,7 @@ func describeClient(id string, ident *Identity) string {
 // lockKeys is every key of a name, in lib_inspect.lua's order.
 func lockKeys(k keys) []string {
 	return []string{k.lock, k.fence, k.sub("queue"), k.sub("timeouts"), k.sub("readers"),
-		k.sub("rcount"), k.sub("intents"), k.sub("expiry"), k.sub("size")}
+		k.sub("rcount"), k.sub("intents"), k.sub("expiry"), k.sub("size"), k.sub("standing")}
 }
 
 // wakeChannels are the channels waiters of any kind of the name listen on,
@@ -205,6 +207,7 @@ type snapshot struct {
 	intents  []scored
 	expiry   []scored
 	size     int64
+	standing map[string]string // the line's standing attempts (lib_queue.lua)
 }
 
 type scored struct {
@@ -222,7 +225,7 @@ func decodeSnapshot(name string, v any) (*LockState, error) {
 
 func parseSnapshot(v any) (*snapshot, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 12 {
+	if !ok || len(a) != 13 {
 		return nil, fmt.Errorf("unexpected inspect reply %T", v)
 	}
 	var s snapshot
@@ -275,7 +278,34 @@ func parseSnapshot(v any) (*snapshot, error) {
 			return nil, err
 		}
 	}
+	if s.standing, err = flatMap(a[12]); err != nil {
+		return nil, err
+	}
 	return &s, nil
+}
+
+// waiterKind is the kind of lock the waiter of owner in line waits for: a
+// Mutex's waiter marks its standing attempt 'm' (lib_queue.lua).
+func (s *snapshot) waiterKind(owner string) Kind {
+	if f := strings.Split(s.standing[owner], "|"); len(f) >= 4 && f[3] == "m" {
+		return KindMutex
+	}
+	return KindFair
+}
+
+// lineKind is the kind of a lock whose line is not empty: a contended Mutex
+// and a FairMutex keep the same line; it is a mutex while every waiter
+// shown waits as a Mutex's.
+func (s *snapshot) lineKind() Kind {
+	if len(s.queue) == 0 {
+		return KindFair
+	}
+	for _, owner := range s.queue {
+		if s.waiterKind(owner) != KindMutex {
+			return KindFair
+		}
+	}
+	return KindMutex
 }
 
 // state turns the raw snapshot into a LockState (WaitingClients and the
@@ -289,7 +319,7 @@ func (s *snapshot) state(name string) *LockState {
 	case len(s.readers) > 0 || len(s.rcount) > 0 || len(s.intents) > 0:
 		st.Kind = KindRW
 	case s.queueLen > 0 || len(s.deadline) > 0:
-		st.Kind = KindFair
+		st.Kind = s.lineKind()
 	case exclusive:
 		st.Kind = KindMutex
 	}
@@ -339,7 +369,7 @@ func (s *snapshot) state(name string) *LockState {
 	})
 	st.Held = len(st.Holders) > 0
 	for _, owner := range s.queue {
-		w := Waiter{Owner: owner, Mode: KindFair}
+		w := Waiter{Owner: owner, Mode: s.waiterKind(owner)}
 		if dl, ok := s.deadline[owner]; ok {
 			w.TTL = max(msDur(dl-s.nowMS), 0)
 		}

@@ -80,9 +80,13 @@ func TestInspectMutexShowsHolderIdentityTokenAndWaiters(t *testing.T) {
 	defer func() { _ = re.Unlock(context.Background()) }()
 	got := blockIn(ctx, func(ctx context.Context) (*core.Lease, error) { return other.Mutex("orders:42").Lock(ctx) })
 
-	st := inspectUntil(t, other, "orders:42", "one waiting client", func(s *core.LockState) bool { return s.WaitingClients == 1 })
+	st := inspectUntil(t, other, "orders:42", "one waiter in line", func(s *core.LockState) bool { return len(s.Line) == 1 })
+	// A contended mutex has a line, as a fair lock has.
 	if !st.Held || st.Kind != core.KindMutex || len(st.Holders) != 1 {
-		t.Fatalf("got %+v, want a held mutex with one holder", st)
+		t.Fatalf("got %+v, want a held mutex with a line and one holder", st)
+	}
+	if w := st.Line[0]; w.ClientID != other.ID() || w.Mode != core.KindMutex {
+		t.Errorf("waiter %+v: want client %s, mode mutex", w, other.ID())
 	}
 	h := st.Holders[0]
 	if h.Owner != l.Owner() || h.ClientID != holder.ID() || h.Count != 2 {
@@ -101,7 +105,7 @@ func TestInspectMutexShowsHolderIdentityTokenAndWaiters(t *testing.T) {
 		t.Errorf("held for %s (since %s), want a few ms", held, h.Since)
 	}
 	if st.Waiters != 1 {
-		t.Errorf("waiters %d, want 1 (one waiting client)", st.Waiters)
+		t.Errorf("waiters %d, want 1 (one in line)", st.Waiters)
 	}
 	_ = re.Unlock(context.Background())
 	_ = l.Unlock(context.Background())

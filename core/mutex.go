@@ -19,18 +19,29 @@ const fenceTTL = time.Hour
 
 // Mutex is a distributed reentrant mutex. Create it with Client.Mutex; it is
 // a cheap handle (no Redis call) and safe for concurrent use.
+//
+// Under contention a Mutex hands off directly: its waiters stand in a line
+// in Redis, and a release grants the lock to the first of them, as a
+// FairMutex's release does (see FairMutex for the line, the grant and the
+// claim window, here at their defaults). So a contended Mutex is served in
+// arrival order, with no herd and no second round trip for the waiter; a
+// Lock that finds the lock free and nobody in line takes it at once.
+// A Mutex and a FairMutex of one name are one lock (Inspect tells their
+// waiters apart).
 type Mutex struct {
 	c    *Client
 	k    keys
 	kind Kind
-	err  error // invalid name: every call fails with it
+	line *FairMutex // the line its waiters stand in
+	err  error      // invalid name: every call fails with it
 }
 
 // Mutex returns the reentrant mutex called name. The name must be non-empty,
 // at most MaxNameLen bytes, without '{' or '}'; otherwise every Lock and
 // TryLock fails with ErrInvalidName (nothing is sent to Redis).
 func (c *Client) Mutex(name string) *Mutex {
-	return &Mutex{c: c, k: newKeys(name), kind: KindMutex, err: validateName(name)}
+	f := c.FairMutex(name)
+	return &Mutex{c: c, k: f.k, kind: KindMutex, line: f, err: f.err}
 }
 
 // Name returns the lock name.
@@ -54,17 +65,22 @@ func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
-	return m.c.acquire(ctx, m, true, opts)
+	return m.c.acquire(ctx, fairAttempt{FairMutex: m.line, wait: true, mutex: true}, true, opts)
 }
 
 // TryLock makes one attempt to acquire the mutex. When another owner holds
-// it, TryLock returns an error matching ErrLocked at once.
+// it, or waiters stand in line for it, TryLock returns an error matching
+// ErrLocked at once.
 func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
-	return m.c.acquire(ctx, m, false, opts)
+	return m.c.acquire(ctx, fairAttempt{FairMutex: m.line, mutex: true}, false, opts)
 }
+
+// The methods below are the plain mutex protocol (mutex_acquire.lua,
+// mutex_release.lua: no line, a release wakes the lock's channel), which a
+// RedLock runs on each of its nodes.
 
 func (m *Mutex) info() LockInfo        { return LockInfo{Kind: m.kind, Name: m.k.name} }
 func (m *Mutex) holdKey() string       { return m.k.lock }

@@ -94,7 +94,7 @@ func TestWaitersFollowSlotMigration(t *testing.T) {
 	}
 	holder, waiters := newLocks(t, cl.NewClient(t)), newLocks(t, cl.NewClient(t))
 	ctx := ctxTimeout(t, 2*time.Minute)
-	const channel = "keylock:{moving}:ch"
+	channel := "keylock:{moving}:ch:" + waiters.ID()
 	slot := core.ClusterSlot(channel)
 	from := slotOwner(t, nodes, slot)
 	to := (from + 1) % len(nodes)
@@ -187,7 +187,7 @@ func TestWakeUpsDoNotStallBehindAStuckSubscribe(t *testing.T) {
 		hs = append(hs, mustLock(t, holder.Mutex(name), ctx))
 	}
 	wokenOut := lockAsync(ctx, waiters.Mutex(woken))
-	waitSubscribers(t, nodes[slotOwner(t, nodes, core.ClusterSlot("keylock:{"+woken+"}"))], "keylock:{"+woken+"}:ch", true, 1, 5*time.Second)
+	waitSubscribers(t, nodes[slotOwner(t, nodes, core.ClusterSlot("keylock:{"+woken+"}"))], "keylock:{"+woken+"}:ch:"+waiters.ID(), true, 1, 5*time.Second)
 	stuckOut := lockAsync(ctx, waiters.Mutex(stuck))
 	time.Sleep(100 * time.Millisecond) // its SSUBSCRIBE is stuck dialing
 	otherOut := lockAsync(ctx, waiters.Mutex(other))

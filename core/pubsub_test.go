@@ -184,7 +184,7 @@ func TestLockReturnsWithItsContextWhilePubSubRedials(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := lockAsync(ctx, waiter.Mutex("redial"))
-	waitSubscribers(t, direct, "keylock:{redial}:ch", false, 1, 5*time.Second)
+	waitSubscribers(t, direct, "keylock:{redial}:ch:"+waiter.ID(), false, 1, 5*time.Second)
 
 	pubsub.Drop()      // the pub/sub connection is reset: go-redis re-dials it...
 	pubsub.Blackhole() // ...into a partition
@@ -215,9 +215,9 @@ func TestReleaseLostInPubSubOutageCostsNothing(t *testing.T) {
 	h := mustLock(t, holder.Mutex("outage"), context.Background()) // 30s lease
 
 	out := lockAsync(ctxTimeout(t, time.Minute), waiter.Mutex("outage"))
-	waitWaiting(t, direct, "keylock:{outage}:ch")
+	waitWaiting(t, direct, "keylock:{outage}:ch:"+waiter.ID())
 	proxy.Drop()
-	waitSubscribers(t, direct, "keylock:{outage}:ch", false, 0, 5*time.Second)
+	waitSubscribers(t, direct, "keylock:{outage}:ch:"+waiter.ID(), false, 0, 5*time.Second)
 	mustUnlock(t, h) // its wake-up reaches nobody
 	proxy.Pass()
 	back := time.Now()
@@ -247,7 +247,10 @@ func TestWaiterWithStuckPubSubStillSeesRelease(t *testing.T) {
 // A pub/sub connection that goes silent without being reset (a partition
 // that swallows the release) is found dead by the hub's PING, re-dialed and
 // re-subscribed once the network is back, and the waiter retries at once
-// instead of sleeping for the holder's TTL.
+// instead of sleeping for the holder's TTL. (A semaphore's waiter: it
+// sleeps until the holder's lease ends unless woken; a mutex's waiter
+// renews its place in line, and finds a grant it missed, every few
+// seconds.)
 func TestWaiterRecoversFromSilentPubSubPartition(t *testing.T) {
 	srv := redistest.NewServer(t)
 	direct := srv.NewClient(t)
@@ -255,10 +258,10 @@ func TestWaiterRecoversFromSilentPubSubPartition(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()}) // default options
 	t.Cleanup(func() { _ = rdb.Close() })
 	holder, waiter := newLocks(t, direct), newLocks(t, rdb)
-	t.Cleanup(proxy.Drop)                                          // runs first: go-redis's stuck dials fail at once, so Close need not outwait them
-	h := mustLock(t, holder.Mutex("silent"), context.Background()) // 30s lease
+	t.Cleanup(proxy.Drop)                                                 // runs first: go-redis's stuck dials fail at once, so Close need not outwait them
+	h := mustLock(t, holder.Semaphore("silent", 1), context.Background()) // 30s lease
 
-	out := lockAsync(ctxTimeout(t, time.Minute), waiter.Mutex("silent"))
+	out := lockAsync(ctxTimeout(t, time.Minute), waiter.Semaphore("silent", 1))
 	waitWaiting(t, direct, "keylock:{silent}:ch")
 	proxy.Blackhole()
 	mustUnlock(t, h) // its wake-up is swallowed

@@ -21,7 +21,7 @@ func TestWaiterRetriesAfterEmptyRestart(t *testing.T) {
 	mustLock(t, holder.Mutex("restart"), context.Background()) // 30s lease
 
 	out := lockAsync(ctxTimeout(t, time.Minute), waiter.Mutex("restart"))
-	waitWaiting(t, direct, "keylock:{restart}:ch")
+	waitWaiting(t, direct, "keylock:{restart}:ch:"+waiter.ID())
 	srv.Kill()
 	srv.Restart() // empty: the lock is free
 	back := time.Now()

@@ -39,6 +39,13 @@ func TestMetricsAfterKnownSequence(t *testing.T) {
 	if _, err := m.Lock(dctx, seq); !errors.Is(err, context.DeadlineExceeded) { // canceled, waited
 		t.Fatalf("Lock past its deadline: %v, want DeadlineExceeded", err)
 	}
+	// The two waiters that gave up leave the mutex's line from a Client
+	// goroutine; until they have, the release would grant them the lock
+	// (given back at once) and the next Lock would wait for that.
+	eventually(t, "the line to empty", func() bool {
+		st, err := h.client.Inspect(ctx, "seq:1")
+		return err == nil && len(st.Line) == 0
+	})
 	unlock(t, ctx, first)
 	fixed, err := m.Lock(ctx, seq, core.LeaseTime(5*time.Second)) // acquired
 	if err != nil {

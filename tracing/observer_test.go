@@ -152,8 +152,10 @@ func TestContendedLock(t *testing.T) {
 		t.Errorf("first keylock.wait event holder_ttl=%vs, want in (0, %v]", ttl, core.DefaultWatchdogTimeout.Seconds())
 	}
 	attempts := attrs(acq.Attributes())["keylock.acquire.attempts"].AsInt64()
-	if attempts < 2 || int(attempts) != len(waits)+1 {
-		t.Errorf("keylock.acquire.attempts=%d with %d wait events, want wait events + 1 (>= 2)", attempts, len(waits))
+	// Each wait is followed by an attempt, but the last when the release
+	// granted the lock to the waiter (no attempt of its own).
+	if attempts < 2 || (int(attempts) != len(waits)+1 && int(attempts) != len(waits)) {
+		t.Errorf("keylock.acquire.attempts=%d with %d wait events, want wait events (+ 1 unless granted), >= 2", attempts, len(waits))
 	}
 	waited := seconds(t, "acquire span", acq.Attributes(), "keylock.acquire.waited")
 	if waited < 0.1 {

@@ -160,24 +160,30 @@ func writeState(w io.Writer, st *core.LockState) {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, l.Owner, dash(l.Client()), l.Mode, since(l.TTL))
 		}
 		_ = tw.Flush()
-		if st.Waiters > len(st.Line) && st.Kind == core.KindFair {
+		if st.Waiters > len(st.Line) && lined(st) {
 			fmt.Fprintf(w, "... and %d more in line\n", st.Waiters-len(st.Line))
 		}
 	}
 }
 
+// lined reports whether every waiter of the lock stands in the line Redis
+// keeps (a fair lock's, a contended mutex's).
+func lined(st *core.LockState) bool {
+	return st.Kind == core.KindFair || (st.Kind == core.KindMutex && len(st.Line) > 0)
+}
+
 // waitingInLine is the requests waiting in a line Redis keeps.
 func waitingInLine(st *core.LockState) int {
-	if st.Kind == core.KindFair {
+	if lined(st) {
 		return st.Waiters
 	}
 	return len(st.Line)
 }
 
 // waitingClients is the clients subscribed to the lock's wake-ups beyond
-// the line (not counted for a fair lock, whose waiters all stand in line).
+// the line (not counted for a lock whose waiters all stand in line).
 func waitingClients(st *core.LockState) int {
-	if st.Kind == core.KindFair {
+	if lined(st) {
 		return 0
 	}
 	return max(st.Waiters-len(st.Line), 0)
@@ -215,7 +221,7 @@ func waitingText(st *core.LockState) string {
 		parts = append(parts, fmt.Sprintf("%d request(s) in line", line))
 	}
 	switch {
-	case st.WaitingClients < 0 && st.Kind != core.KindFair:
+	case st.WaitingClients < 0 && !lined(st):
 		parts = append(parts, "clients unknown (the server refused PUBSUB NUMSUB)")
 	case clients > 0:
 		parts = append(parts, fmt.Sprintf("%d client(s) subscribed to its wake-ups (each may wait with several requests)", clients))

@@ -23,11 +23,12 @@
 -- ARGV[9]  replay window in milliseconds (a closed attempt's record)
 -- ARGV[10] this attempt's id
 -- ARGV[11] the tag of this Client's wake-up channel (KEYS[5] .. tag)
+-- ARGV[12] 'm': a Mutex's waiter; '': a FairMutex's
 --
--- A waiter's standing attempt is 'id|lease|tag' (lib_queue.lua): a
+-- A waiter's standing attempt is 'id|lease|tag|kind' (lib_queue.lua): a
 -- watchdog waiter's lease lets a release grant it the lock directly
--- (fair_release.lua); a fixed-LeaseTime waiter ('id||tag') is woken to
--- take the lock itself.
+-- (fair_release.lua); a fixed-LeaseTime waiter ('id||tag|kind') is woken
+-- to take the lock itself.
 --
 -- Returns {1, token, ms}  acquired fresh (the lock was free and the queue
 --                         empty, or we were first in line); ms = the
@@ -102,7 +103,7 @@ local wl = ''
 if ARGV[8] == '1' then
   wl = ARGV[2]
 end
-redis.call('hset', KEYS[7], owner, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11])
+redis.call('hset', KEYS[7], owner, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|' .. ARGV[12])
 -- The line disappears on its own once no waiter renews it.
 redis.call('pexpire', KEYS[2], 2 * wt)
 redis.call('pexpire', KEYS[3], 2 * wt)

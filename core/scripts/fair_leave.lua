@@ -6,7 +6,7 @@
 -- KEYS[2]  queue: list of waiting owner ids
 -- KEYS[3]  waiter deadlines: zset owner id -> server time (ms)
 -- KEYS[4]  prefix of the waiters' wake-up channels (lib_queue.lua)
--- KEYS[5]  standing attempts: hash owner id -> 'id|lease|tag'
+-- KEYS[5]  standing attempts: hash owner id -> 'id|lease|tag|kind'
 --          (lib_queue.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  publish command: 'publish' or 'spublish'

@@ -8,7 +8,7 @@
 -- KEYS[4]  release receipt of this lease (string, kept ARGV[4] ms)
 -- KEYS[5]  prefix of the waiters' wake-up channels (lib_queue.lua)
 -- KEYS[6]  fence counter of this lock name
--- KEYS[7]  standing attempts: hash owner id -> 'id|lease|tag'
+-- KEYS[7]  standing attempts: hash owner id -> 'id|lease|tag|kind'
 --          (lib_queue.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  watchdog lease in milliseconds (see mutex_release)

@@ -3,13 +3,12 @@
 -- asked; each finds out at its next renewal (ErrLockLost) or Unlock
 -- (ErrNotHeld). Needs lib_fence, lib_queue and lib_inspect.
 --
--- KEYS[1..9]  the lock's keys, as listed in lib_inspect.lua
--- KEYS[10]    the wake-up channel of mutex and semaphore waiters
--- KEYS[11]    the RW readers' wake-up channel
--- KEYS[12]    the RW writers' wake-up channel
--- KEYS[13]    prefix of the fair waiters' channels (lib_queue.lua)
--- KEYS[14]    this force-unlock's receipt (string, kept ARGV[3] ms)
--- KEYS[15]    the fair lock's standing attempts (hash, lib_queue.lua)
+-- KEYS[1..10] the lock's keys, as listed in lib_inspect.lua
+-- KEYS[11]    the wake-up channel of semaphore (and RedLock) waiters
+-- KEYS[12]    the RW readers' wake-up channel
+-- KEYS[13]    the RW writers' wake-up channel
+-- KEYS[14]    prefix of the line's waiters' channels (lib_queue.lua)
+-- KEYS[15]    this force-unlock's receipt (string, kept ARGV[3] ms)
 -- ARGV[1]     publish command: 'publish' or 'spublish'
 -- ARGV[2]     the most queue entries to return
 -- ARGV[3]     receipt TTL in milliseconds
@@ -20,7 +19,7 @@
 -- woke.
 --
 -- Returns {snapshot before the removal (lib_inspect.lua), keys deleted,
--- {clients the -1 wake-ups on KEYS[10], KEYS[11], KEYS[12] reached}, the
+-- {clients the -1 wake-ups on KEYS[11], KEYS[12], KEYS[13] reached}, the
 -- fair waiter woken or false}.
 --
 -- Deleted: the holders (the lock hash, the RW readers and their counts,
@@ -32,7 +31,7 @@
 -- all (-1), the fair lock's first live waiter on its channel. A lock
 -- already gone (a manual DEL) has nothing to delete, but its waiters are
 -- still woken instead of sleeping until the old holder's TTL.
-local done = redis.call('get', KEYS[14])
+local done = redis.call('get', KEYS[15])
 if done then
   return cjson.decode(done)
 end
@@ -40,11 +39,11 @@ local snap = snapshot(KEYS, tonumber(ARGV[2]))
 local deleted = redis.call('del', KEYS[1], KEYS[5], KEYS[6], KEYS[8])
 local pub = ARGV[1]
 local reached = {
-  redis.call(pub, KEYS[10], '-1'),
   redis.call(pub, KEYS[11], '-1'),
   redis.call(pub, KEYS[12], '-1'),
+  redis.call(pub, KEYS[13], '-1'),
 }
-wake_next(KEYS[3], KEYS[4], KEYS[15], KEYS[13], pub)
+wake_next(KEYS[3], KEYS[4], KEYS[10], KEYS[14], pub)
 local out = {snap, deleted, reached, redis.call('lindex', KEYS[3], 0)}
-redis.call('set', KEYS[14], cjson.encode(out), 'px', ARGV[3])
+redis.call('set', KEYS[15], cjson.encode(out), 'px', ARGV[3])
 return out

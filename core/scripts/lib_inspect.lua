@@ -11,11 +11,12 @@
 -- keys[5]  RW readers (zset)            keys[6]  RW reader counts (hash)
 -- keys[7]  RW write intents (zset)      keys[8]  semaphore holder deadlines (zset)
 -- keys[9]  semaphore permit count (string)
+-- keys[10] fair line's standing attempts (hash, lib_queue.lua)
 --
 -- It returns {now_ms, pttl of keys[1], HGETALL keys[1], fence or false,
 -- LLEN keys[3], first `limit` of keys[3], keys[4] WITHSCORES, keys[5]
 -- WITHSCORES, HGETALL keys[6], keys[7] WITHSCORES, keys[8] WITHSCORES,
--- keys[9] or false}. Sorted sets and hashes are read whole (they hold one
+-- keys[9] or false, HGETALL keys[10]}. Sorted sets and hashes are read whole (they hold one
 -- entry per holder or waiter); only the queue, which can be long, is cut.
 local function snapshot(keys, limit)
   return {
@@ -31,5 +32,6 @@ local function snapshot(keys, limit)
     redis.call('zrange', keys[7], 0, -1, 'withscores'),
     redis.call('zrange', keys[8], 0, -1, 'withscores'),
     redis.call('get', keys[9]),
+    redis.call('hgetall', keys[10]),
   }
 end

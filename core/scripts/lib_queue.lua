@@ -2,17 +2,18 @@
 -- its own; see loadScript in scripts.go). Needs lib_fence (now_ms).
 --
 -- A waiter's standing attempt (the fair lock's standing hash, owner ->
--- value) is 'id|lease|tag': the attempt id, the watchdog lease in ms (empty
--- for a fixed-LeaseTime waiter) and the tag of its Client's channel
+-- value) is 'id|lease|tag|kind': the attempt id, the watchdog lease in ms
+-- (empty for a fixed-LeaseTime waiter), the tag of its Client's channel
 -- (ch_prefix .. tag), which every waiter of that Client on this lock
--- shares and keeps subscribed between waits. A value written by an older
--- client, 'id|lease' or 'id', has no tag: that waiter listens on its own
--- channel, ch_prefix .. owner, for '1'.
+-- shares and keeps subscribed between waits, and 'm' for a Mutex's waiter
+-- ('' for a FairMutex's: only inspection tells them apart). A value
+-- written by an older client, 'id|lease' or 'id', has no tag: that waiter
+-- listens on its own channel, ch_prefix .. owner, for '1'.
 
 -- standing_parse(st) returns a standing value's attempt id, watchdog lease
 -- (a number, or nil for a fixed-LeaseTime waiter) and tag (or nil).
 local function standing_parse(st)
-  local id, wl, tag = string.match(st, '^([^|]*)|([^|]*)|(.*)$')
+  local id, wl, tag = string.match(st, '^([^|]*)|([^|]*)|([^|]*)')
   if not id then
     id, wl = string.match(st, '^([^|]+)|?(%d*)$')
   end
