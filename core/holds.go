@@ -309,7 +309,7 @@ func (c *Client) signalLost(leases []*Lease, cause error) {
 	for _, l := range leases {
 		// The observer hears of the loss before the code under the lease does.
 		if obs := c.cfg.observer; obs != nil {
-			obs.Lost(l.ctx, LostEvent{Lock: l.info, Lease: l, Held: time.Since(l.acquired), Cause: cause})
+			obs.Lost(l.ctx, LostEvent{Lock: l.info, Lease: l, HeldFor: time.Since(l.acquired), Cause: cause})
 		}
 		l.cancel(cause)
 	}

@@ -124,7 +124,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		}
 	}
 	if obs != nil {
-		ev.Held = time.Since(l.acquired)
+		ev.HeldFor = time.Since(l.acquired)
 		ev.Released = err == nil && rep.remaining == 0
 		ev.Err = err
 		obs.ReleaseEnd(ctx, ev)

@@ -52,9 +52,9 @@ type LongHoldEvent struct {
 	// Lease is the hold's first lease still held; Lease.Token is the
 	// hold's fencing token.
 	Lease *Lease
-	// Held is how long the hold had been held when reported (at least
+	// HeldFor is how long the hold had been held when reported (at least
 	// Threshold; later by at most the deadline watch's wake-up latency).
-	Held time.Duration
+	HeldFor time.Duration
 	// Threshold is the threshold it outlived.
 	Threshold time.Duration
 	// Leases is how many leases (re-entries) the hold has.
@@ -116,7 +116,7 @@ func (c *Client) reportLongHolds(long []longHoldReport) {
 		return
 	}
 	for _, r := range long {
-		o.LongHold(r.l.ctx, LongHoldEvent{Lock: r.l.info, Lease: r.l, Held: time.Since(r.since),
+		o.LongHold(r.l.ctx, LongHoldEvent{Lock: r.l.info, Lease: r.l, HeldFor: time.Since(r.since),
 			Threshold: r.threshold, Leases: r.leases})
 	}
 }

@@ -70,7 +70,7 @@ func TestLongHoldIsReportedOnceWhileHeld(t *testing.T) {
 	}
 	e := evs[0]
 	if e.Lock.Name != "slow" || e.Lock.Owner != "job-7" || e.Lock.Kind != core.KindMutex || e.Leases != 2 ||
-		e.Threshold != 150*time.Millisecond || e.Held < 150*time.Millisecond || e.Held > time.Second ||
+		e.Threshold != 150*time.Millisecond || e.HeldFor < 150*time.Millisecond || e.HeldFor > time.Second ||
 		e.Lease == nil || e.Lease.Token() != l.Token() || !alive[0] {
 		t.Fatalf("event %+v (lease alive when told: %v); want slow held by job-7 with 2 leases, token %d, 150ms ≤ held < 1s",
 			e, alive[0], l.Token())

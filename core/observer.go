@@ -125,8 +125,8 @@ type RenewEvent struct {
 type ReleaseEvent struct {
 	Lock  LockInfo
 	Lease *Lease
-	// Held is how long the lease was held.
-	Held time.Duration
+	// HeldFor is how long the lease was held.
+	HeldFor time.Duration
 	// Released is true when this release freed the lock (hold count 0).
 	Released bool
 	Err      error
@@ -136,7 +136,8 @@ type ReleaseEvent struct {
 type LostEvent struct {
 	Lock  LockInfo
 	Lease *Lease
-	Held  time.Duration
+	// HeldFor is how long the lease was held.
+	HeldFor time.Duration
 	// Cause is ErrLockLost or ErrClosed.
 	Cause error
 }

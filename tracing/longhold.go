@@ -31,7 +31,7 @@ func (o *Observer) LongHold(ctx context.Context, e core.LongHoldEvent) {
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
 		span.AddEvent(eventLong, trace.WithAttributes(o.eventAttrs(attrs, e.Lock,
-			keyHeld.Float64(e.Held.Seconds()), keyThreshold.Float64(e.Threshold.Seconds()),
+			keyHeld.Float64(e.HeldFor.Seconds()), keyThreshold.Float64(e.Threshold.Seconds()),
 			keyLeases.Int(e.Leases))...))
 	}
 }

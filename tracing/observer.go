@@ -245,7 +245,7 @@ func (o *Observer) ReleaseEnd(ctx context.Context, e core.ReleaseEvent) {
 		case e.Err != nil:
 			outcome = releaseError
 		}
-		span.SetAttributes(outcome, keyFreed.Bool(e.Released), keyHeld.Float64(e.Held.Seconds()))
+		span.SetAttributes(outcome, keyFreed.Bool(e.Released), keyHeld.Float64(e.HeldFor.Seconds()))
 		if e.Err != nil {
 			o.setError(span, e.Err)
 		}
@@ -333,7 +333,7 @@ func (o *Observer) endLease(ctx context.Context, l *core.Lease, lost bool, cause
 	if end.tellSpan && span.IsRecording() {
 		typ, desc := describeError(lostEv.Cause, o.cfg.keyAttr)
 		span.AddEvent(eventLost, trace.WithAttributes(o.eventAttrs(attrs, lostEv.Lock,
-			semconv.ErrorTypeKey.String(typ), keyHeld.Float64(lostEv.Held.Seconds()))...))
+			semconv.ErrorTypeKey.String(typ), keyHeld.Float64(lostEv.HeldFor.Seconds()))...))
 		span.SetStatus(codes.Error, desc)
 	}
 }
