@@ -144,11 +144,7 @@ func BenchmarkHandoff(b *testing.B) {
 			_ = w.Unlock(ctx)
 			close(got)
 		}()
-		for attempt := range obs.waiting { // wait until subscribed and waiting
-			if attempt >= 2 {
-				break
-			}
-		}
+		waitBlocked(b, obs, rdb, "handoff", waiter)
 		t0 := time.Now()
 		if err := l.Unlock(ctx); err != nil {
 			b.Fatal(err)
@@ -164,6 +160,40 @@ func BenchmarkHandoff(b *testing.B) {
 	sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
 	b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(handoffs[len(handoffs)*99/100].Microseconds()), "p99-µs")
+}
+
+// waitBlocked returns once the waiter of c is blocked in Lock on name: it
+// waited, stands in the lock's line and its Client's channel of the lock
+// is subscribed (it stays so between waits, so a later Lock of the Client
+// waits at its first refusal), and a moment has passed for an attempt
+// the subscription's confirmation set off.
+func waitBlocked(b testing.TB, obs *waitSignal, rdb *redis.Client, name string, c *core.Client) {
+	b.Helper()
+	<-obs.waiting
+	ctx := context.Background()
+	channel := "keylock:{" + name + "}:ch:" + c.ID()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		subs, err := rdb.PubSubNumSub(ctx, channel).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := rdb.LLen(ctx, "keylock:{"+name+"}:queue").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if subs[channel] == 1 && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the waiter is not in line and subscribed after 10s (%d subscribers, %d in line)", subs[channel], n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	time.Sleep(2 * time.Millisecond)
+	for len(obs.waiting) > 0 {
+		<-obs.waiting
+	}
 }
 
 // commandCalls sums INFO commandstats calls of the named commands.
