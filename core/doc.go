@@ -98,6 +98,7 @@
 //	keylock:{<name>}:rel:<id> short-lived release receipt (idempotent retries)
 //	keylock:{<name>}:ch       wake-up channel
 //	keylock:{<name>}:ch:<client id>  a Client's waiters in line: grants, wake-ups
+//	keylock:{<name>}:leader   an Election's notices (a channel)
 //
 // so every script runs on one Redis Cluster slot.
 package core

@@ -73,6 +73,12 @@
 // core.ErrUnavailable (or core.ErrClosed): asynq retries it as a failure —
 // unless WithFailOpen(true), which runs the handler without the lock.
 //
+// # One scheduler per cluster
+//
+// LeadScheduler runs an asynq.Scheduler, and Lead any periodic function,
+// only while this process leads a core.Election, stopping it when the term
+// ends and campaigning again.
+//
 // # A failed release
 //
 // The lock is released after the handler under a fresh bounded context
