@@ -82,3 +82,46 @@ func drain(ch chan int) {
 		}
 	}
 }
+
+// A contended Mutex hands off as a fair lock does: the release grants the
+// lock to the waiter in line, whose Lock returns on the push without a
+// script of its own, with a later token; Inspect shows the waiter in the
+// mutex's line.
+func TestMutexHandsOffDirectly(t *testing.T) {
+	_, rdb := single(t)
+	holder := newLocks(t, rdb)
+	obs := &waitSignal{waiting: make(chan int, 16)}
+	waiter := newLocks(t, rdb, core.WithObserver(obs))
+	ctx := context.Background()
+	held := mustLock(t, holder.Mutex("direct"), ctx)
+
+	got := make(chan *core.Lease, 1)
+	go func() {
+		l, err := waiter.Mutex("direct").Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitInLine(t, obs)
+	st, err := holder.Inspect(ctx, "direct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Kind != core.KindMutex || len(st.Line) != 1 || st.Line[0].Mode != core.KindMutex || st.Line[0].ClientID != waiter.ID() {
+		t.Fatalf("Inspect: kind %s, line %+v; want a mutex with the waiter in its line", st.Kind, st.Line)
+	}
+	before := scriptCalls(t, rdb)
+	mustUnlock(t, held)
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if n := scriptCalls(t, rdb) - before; n != 1 {
+		t.Errorf("scripts run from the release to the waiter holding the lock: %d, want 1 (the release)", n)
+	}
+	if l.Token() <= held.Token() || l.Kind() != core.KindMutex {
+		t.Errorf("granted lease: kind %s, token %d; want a mutex above the released hold's %d", l.Kind(), l.Token(), held.Token())
+	}
+	mustUnlock(t, l)
+}
