@@ -25,12 +25,13 @@ var (
 // Waiters stand in a line kept in Redis. Only the first in line may take
 // the lock when it is free (TryLock included: it never jumps the line). A
 // release hands the lock straight to the first waiter in line — a grant,
-// pushed on that waiter's own channel, so its Lock returns without another
+// pushed on that waiter's Client's channel, so its Lock returns without another
 // round trip — when it waits with the watchdog, and wakes it to take the
 // lock itself when it waits with a fixed LeaseTime; no herd either way. A
 // granted hold's first lease is the claim window (FairClaimWindow), which
 // the waiter's Client extends by renewing it; a grantee that is gone
-// holds the line up for at most that window. A waiter
+// holds the line up for about that window (the release tells the next
+// waiter when it ends). A waiter
 // renews its place each time it retries (at least every third of the waiter
 // timeout); one that is not heard from for the waiter timeout (its process
 // crashed) is evicted when it reaches the head of the line, so a dead waiter
@@ -77,8 +78,8 @@ const DefaultFairClaimWindow = 2 * time.Second
 // the watchdog) with a lease of this long (or its watchdog timeout, if
 // shorter), which the waiter's Client extends by renewing it once a third
 // of it has passed. A waiter that died, was stopped or cut off after it
-// reached the head of the line therefore holds the lock up for at most
-// one claim window. Default DefaultFairClaimWindow (2s); every handle of
+// reached the head of the line therefore holds the lock up for about one
+// claim window: the release tells the next waiter when it ends. Default DefaultFairClaimWindow (2s); every handle of
 // one lock should use the same. A d under 50ms makes every call fail with
 // ErrInvalidOption.
 func FairClaimWindow(d time.Duration) FairOption {

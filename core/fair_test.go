@@ -188,7 +188,8 @@ func TestFairLockReentryAndNoLineJumping(t *testing.T) {
 }
 
 // A release hands the lock to the first waiter in line only: the handoff
-// costs the release script (one PUBLISH inside: the grant) and nothing
+// costs the release script (two PUBLISHes inside: the grant, and the
+// notice to the next waiter of when its claim window ends) and nothing
 // else; the waiters behind it make no attempt.
 func TestFairLockWakesOnlyTheNextWaiter(t *testing.T) {
 	srv, rdb := single(t)
@@ -223,8 +224,8 @@ func TestFairLockWakesOnlyTheNextWaiter(t *testing.T) {
 	if n := calls("evalsha") + calls("eval") - scripts0; n != 1 {
 		t.Fatalf("scripts run for one handoff = %d, want 1 (the release, which grants the next waiter)", n)
 	}
-	if n := calls("publish") - pubs0; n != 1 {
-		t.Fatalf("wake-ups published for one handoff = %d, want 1", n)
+	if n := calls("publish") - pubs0; n != 2 {
+		t.Fatalf("pushes published for one handoff = %d, want 2 (the grant to h0, the notice to h1)", n)
 	}
 	l := first
 	for range waiters - 1 {

@@ -301,3 +301,66 @@ func TestFairGrantNotClaimedIsToldByTheEndOfTheWindow(t *testing.T) {
 	}
 	p.Pass()
 }
+
+// The waiter behind a grantee that is gone is told to look again when the
+// grant's claim window ends: it gets the lock about one claim window after
+// the release, although its own bounded re-check (a third of the waiter
+// timeout) is much further off.
+func TestFairGrantToAGoneWaiterPassesOnAtTheClaimWindow(t *testing.T) {
+	srv, rdb := single(t)
+	holder := newLocks(t, rdb)
+	const window = 300 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := context.Background()
+	held := mustLock(t, holder.FairMutex("dn", opts...), ctx)
+
+	p := redistestProxy(t, srv.Addr())
+	obsA := &waitSignal{waiting: make(chan int, 16)}
+	a := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second), core.WithObserver(obsA))
+	aCtx, aCancel := context.WithCancel(ctx)
+	defer aCancel()
+	aDone := make(chan error, 1)
+	go func() {
+		l, err := a.FairMutex("dn", opts...).Lock(aCtx)
+		if err == nil {
+			err = errors.New("the cut-off waiter got a lease")
+			_ = l.Unlock(ctx)
+		}
+		aDone <- err
+	}()
+	waitInLine(t, obsA)
+
+	obsB := &waitSignal{waiting: make(chan int, 16)}
+	b := newLocks(t, rdb, core.WithObserver(obsB))
+	bGot := make(chan *core.Lease, 1)
+	go func() {
+		l, err := b.FairMutex("dn", opts...).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		bGot <- l
+	}()
+	waitInLine(t, obsB)
+
+	p.Blackhole()
+	released := time.Now()
+	mustUnlock(t, held) // grants the lock to a, who never hears of it
+	var l *core.Lease
+	select {
+	case l = <-bGot:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next waiter did not get the lock within 5s (its own re-check is 10s off)")
+	}
+	if l == nil {
+		t.FailNow()
+	}
+	if took := time.Since(released); took < window || took > window+time.Second {
+		t.Errorf("the next waiter got the lock %v after the release, want about the claim window %v", took, window)
+	}
+	mustUnlock(t, l)
+	aCancel()
+	p.Pass()
+	if err := <-aDone; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("cut-off waiter: %v, want context.Canceled", err)
+	}
+}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,6 +116,9 @@ type waiter struct {
 	// waiter joined (zero: not yet): a push published after a command sent
 	// since then reaches it.
 	liveSince time.Time
+	// recheck wakes the waiter when the claim window of a grant to the
+	// waiter in front of it has passed (recheckAfter); guarded by h.mu.
+	recheck *time.Timer
 }
 
 func newHub(rdb redis.UniversalClient, wg *sync.WaitGroup) *hub {
@@ -227,6 +231,10 @@ func (h *hub) leave(w *waiter) {
 		return // left already
 	}
 	s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+	if w.recheck != nil {
+		w.recheck.Stop()
+		w.recheck = nil
+	}
 	if w.tag != "" {
 		// Its push, if one came, is resolved on the server (a grant by the
 		// attempt's give-back); no other waiter can use it.
@@ -351,6 +359,60 @@ func (h *hub) takeGrant(w *waiter, id string) (string, bool) {
 	return p.payload, true
 }
 
+// parseNext decodes a 'n <attempt id> <ms>' push: the waiter in front of
+// that attempt was granted the lock with a claim window of ms.
+func parseNext(payload string) (id string, after time.Duration, ok bool) {
+	rest, found := strings.CutPrefix(payload, "n ")
+	if !found {
+		return "", 0, false
+	}
+	id, n, found := strings.Cut(rest, " ")
+	ms, err := strconv.ParseInt(n, 10, 64)
+	if !found || id == "" || err != nil || ms <= 0 {
+		return "", 0, false
+	}
+	return id, time.Duration(ms) * time.Millisecond, true
+}
+
+// recheckMargin is how long after a grant's claim window the next waiter
+// looks again: the hold has expired on the server by then if the grantee
+// never claimed it (the push took some time to come; a look that is early
+// anyway is answered the hold's remaining lease, and retried after it).
+const recheckMargin = 10 * time.Millisecond
+
+// recheckAfter wakes the waiter of attempt id on channel once after has
+// passed (plus recheckMargin), if it still waits then: the attempt in front
+// of it was granted the lock, and a grantee that is gone never claims it.
+// A later push for the same waiter replaces the timer; leave stops it.
+func (h *hub) recheckAfter(channel, id string, after time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.chans[channel]
+	if s == nil || h.closed {
+		return
+	}
+	for _, w := range s.waiters {
+		if w.tag != id {
+			continue
+		}
+		if w.recheck != nil {
+			w.recheck.Stop()
+		}
+		w.recheck = time.AfterFunc(after+recheckMargin, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.chans[channel] != s || h.closed {
+				return
+			}
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		})
+		return
+	}
+}
+
 // retag renames w to a new attempt id (its acquisition moved on to one).
 func (h *hub) retag(w *waiter, id string) {
 	h.mu.Lock()
@@ -432,6 +494,13 @@ func (h *hub) close() {
 	if h.sweep != nil {
 		h.sweep.Stop()
 		h.sweep = nil
+	}
+	for _, sub := range h.chans {
+		for _, w := range sub.waiters {
+			if w.recheck != nil {
+				w.recheck.Stop()
+			}
+		}
 	}
 	for _, c := range h.conns {
 		h.retire(c)

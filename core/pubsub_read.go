@@ -156,8 +156,13 @@ func (h *hub) unsubscribed(conn *psConn, channel string) {
 
 // published wakes the waiters a message asks for: its payload is how many
 // (a number; anything else, or 0, means one; negative means all), or a
-// push for one attempt — a grant (grant.go) or 'w <attempt id>'.
+// push for one attempt — a grant (grant.go), 'w <attempt id>', or 'n <attempt
+// id> <ms>' (look again in ms: recheckAfter).
 func (h *hub) published(m *redis.Message) {
+	if id, after, ok := parseNext(m.Payload); ok {
+		h.recheckAfter(m.Channel, id, after)
+		return
+	}
 	id, _, _, _, ok := parseGrant(m.Payload)
 	if !ok {
 		id, ok = strings.CutPrefix(m.Payload, "w ")

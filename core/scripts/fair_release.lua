@@ -33,6 +33,8 @@
 -- pushed on the waiter's Client's channel as 'g <id> <token> <now> <lease>', so the
 -- waiter returns from Lock without another round trip; if the push is
 -- lost, its next attempt (same id) is answered the win from the record.
+-- The waiter behind it is pushed 'n <id> <lease>': look again once the
+-- claim window has passed (a grantee that is gone never claims).
 -- Its Client extends the hold beyond the claim window by renewing it (a
 -- claim); a grantee that is gone (crashed, stopped, cut off) lets the hold
 -- expire after the claim window, and the waiters behind it, whose retries
@@ -69,6 +71,17 @@ local function grant_next()
       hold_take(KEYS[1], head, token, lease, '1', now)
       redis.call('set', record, 'A1:' .. token, 'px', math.max(tonumber(wl), tonumber(ARGV[10])))
       waiter_push(KEYS[5], head, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease, ARGV[3])
+      -- The next in line is told when the grant's claim window ends: if
+      -- the grantee never claims, that waiter looks again then and takes
+      -- the lock, instead of at its next bounded re-check.
+      local nxt = redis.call('lindex', KEYS[2], 0)
+      local st2 = nxt and redis.call('hget', KEYS[7], nxt)
+      if st2 then
+        local id2, _, tag2 = standing_parse(st2)
+        if id2 and tag2 then
+          redis.call(ARGV[3], KEYS[5] .. tag2, 'n ' .. id2 .. ' ' .. lease)
+        end
+      end
       return
     end
     head = redis.call('lindex', KEYS[2], 0)
