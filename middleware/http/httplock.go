@@ -2,7 +2,6 @@ package httplock
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
 	"sync"
 
@@ -52,24 +51,10 @@ func New(locks *core.Client, template string, opts ...Option) (func(http.Handler
 	}, nil
 }
 
-// builtinSources are core's HTTP sources (query, header, json, method) plus
+// builtinSources are the HTTP sources (query, header, json, method) plus
 // {path.<name>} (r.PathValue, set by ServeMux patterns and chi 5.1+) and
 // {route} (r.Pattern, the ServeMux pattern that matched).
-var builtinSources = func() map[string]keytmpl.Source[*httpguard.Input] {
-	s := httpguard.Sources[*httpguard.Input]()
-	maps.Copy(s, map[string]keytmpl.Source[*httpguard.Input]{
-		"path": keytmpl.Named("{path.item}", func(name string) (keytmpl.Lookup[*httpguard.Input], error) {
-			return func(h *httpguard.Input) (string, error) {
-				v := h.Request.PathValue(name)
-				return keytmpl.Present(v, v != "")
-			}, nil
-		}),
-		"route": keytmpl.Bare(func(h *httpguard.Input) (string, error) {
-			return keytmpl.Present(h.Request.Pattern, h.Request.Pattern != "")
-		}),
-	})
-	return s
-}()
+var builtinSources = httpguard.RequestSources()
 
 type middleware struct {
 	g    *adapter.Guard[*httpguard.Input]

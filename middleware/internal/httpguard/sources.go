@@ -213,3 +213,22 @@ type partBody struct {
 }
 
 func (b *partBody) Close() error { return b.orig.Close() }
+
+// RequestSources returns Sources plus what a *http.Request itself knows:
+//
+//	{path.<name>}    r.PathValue(name): a ServeMux wildcard, a chi 5.1+ URL
+//	                 parameter (or a gin parameter copied there)
+//	{route}          r.Pattern, the ServeMux pattern that matched
+func RequestSources() map[string]keytmpl.Source[*Input] {
+	s := Sources[*Input]()
+	s["path"] = keytmpl.Named("{path.item}", func(name string) (keytmpl.Lookup[*Input], error) {
+		return func(h *Input) (string, error) {
+			v := h.Request.PathValue(name)
+			return keytmpl.Present(v, v != "")
+		}, nil
+	})
+	s["route"] = keytmpl.Bare(func(h *Input) (string, error) {
+		return keytmpl.Present(h.Request.Pattern, h.Request.Pattern != "")
+	})
+	return s
+}
