@@ -111,7 +111,7 @@ contend: redis
 	$(GO) test -count=1 -timeout 60m -run '^TestContention$$' -v ./internal/contend -args -contend.full $(CONTENDFLAGS)
 	$(GO) test -count=1 -run '^$$' -bench Uncontended -benchtime $(BENCHTIME) ./internal/contend
 
-# leader: the leader-election harness (jobs/asynq/internal/leaderrun): three
+# leader: the leader-election harness (jobs/internal/leaderrun): three
 # replica processes campaign for one core.Election on a redis-server it
 # starts, the leader enqueues one asynq task per second (the second is its
 # TaskID); the leader is stopped with SIGTERM once and killed once. Prints
@@ -120,4 +120,4 @@ contend: redis
 LEADERFLAGS ?=
 .PHONY: leader
 leader: redis
-	$(GO) run ./jobs/asynq/internal/leaderrun $(LEADERFLAGS)
+	$(GO) run ./jobs/internal/leaderrun $(LEADERFLAGS)
