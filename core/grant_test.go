@@ -50,45 +50,63 @@ func waitInLine(t *testing.T, obs *waitSignal) {
 	}
 }
 
-// A release hands a fair lock to the waiter in line: the waiter's Lock
-// returns on the push, with no script of its own, holding a later token.
+// A release hands a fair lock, or a contended mutex, to the waiter in
+// line: the waiter's Lock returns on the push, with no script of its own,
+// holding a later token; Inspect shows the waiter in the lock's line.
 func TestFairGrantHandsOffWithoutARoundTrip(t *testing.T) {
-	_, rdb := single(t)
-	holder := newLocks(t, rdb)
-	obs := &waitSignal{waiting: make(chan int, 16)}
-	waiter := newLocks(t, rdb, core.WithObserver(obs))
-	ctx := context.Background()
-	held := mustLock(t, holder.FairMutex("g"), ctx)
+	for _, tc := range []struct {
+		kind core.Kind
+		lock func(*core.Client) core.Locker
+	}{
+		{core.KindFair, func(c *core.Client) core.Locker { return c.FairMutex("g") }},
+		{core.KindMutex, func(c *core.Client) core.Locker { return c.Mutex("g") }},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			_, rdb := single(t)
+			holder := newLocks(t, rdb)
+			obs := &waitSignal{waiting: make(chan int, 16)}
+			waiter := newLocks(t, rdb, core.WithObserver(obs))
+			ctx := context.Background()
+			held := mustLock(t, tc.lock(holder), ctx)
 
-	got := make(chan *core.Lease, 1)
-	go func() {
-		l, err := waiter.FairMutex("g").Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	waitInLine(t, obs)
-	before := scriptCalls(t, rdb)
-	mustUnlock(t, held)
-	l := <-got
-	if l == nil {
-		t.FailNow()
+			got := make(chan *core.Lease, 1)
+			go func() {
+				l, err := tc.lock(waiter).Lock(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			waitInLine(t, obs)
+			st, err := holder.Inspect(ctx, "g")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Kind != tc.kind || len(st.Line) != 1 || st.Line[0].Mode != tc.kind || st.Line[0].ClientID != waiter.ID() {
+				t.Fatalf("Inspect: kind %s, line %+v; want a %s with the waiter in its line", st.Kind, st.Line, tc.kind)
+			}
+			before := scriptCalls(t, rdb)
+			mustUnlock(t, held)
+			l := <-got
+			if l == nil {
+				t.FailNow()
+			}
+			if n := scriptCalls(t, rdb) - before; n != 1 {
+				t.Errorf("scripts run from the release to the waiter holding the lock: %d, want 1 (the release)", n)
+			}
+			if l.Token() <= held.Token() || l.Kind() != tc.kind {
+				t.Errorf("granted lease: kind %s, token %d; want a %s above the released hold's %d", l.Kind(), l.Token(), tc.kind, held.Token())
+			}
+			st, err = waiter.Inspect(ctx, "g")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.Held || st.Token != l.Token() {
+				t.Fatalf("Redis says held=%v token %d, want held with the grant's token %d", st.Held, st.Token, l.Token())
+			}
+			mustUnlock(t, l)
+		})
 	}
-	if n := scriptCalls(t, rdb) - before; n != 1 {
-		t.Errorf("scripts run from the release to the waiter holding the lock: %d, want 1 (the release)", n)
-	}
-	if l.Token() <= held.Token() {
-		t.Errorf("granted token %d, want above the released hold's %d", l.Token(), held.Token())
-	}
-	st, err := waiter.Inspect(ctx, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.Held || st.Token != l.Token() {
-		t.Fatalf("Redis says held=%v token %d, want held with the grant's token %d", st.Held, st.Token, l.Token())
-	}
-	mustUnlock(t, l)
 }
 
 // The grant's first lease is the claim window; the grantee's Client claims
@@ -133,12 +151,30 @@ func TestFairGrantIsClaimed(t *testing.T) {
 // the lock with a later token; the cut-off grantee's Lock does not return a
 // lease that outlived its hold.
 func TestFairGrantToAGoneWaiterPassesOn(t *testing.T) {
+	// The next waiter re-checks every third of its 900ms waiter timeout.
+	checkGoneGrantee(t, "d", 900*time.Millisecond, 3)
+}
+
+// The waiter behind a grantee that is gone is told to look again when the
+// grant's claim window ends: it gets the lock about one claim window after
+// the release, although its own bounded re-check (a third of the waiter
+// timeout: 10s) is much further off.
+func TestFairGrantToAGoneWaiterPassesOnAtTheClaimWindow(t *testing.T) {
+	checkGoneGrantee(t, "dn", 30*time.Second, 4)
+}
+
+// checkGoneGrantee cuts off the first waiter in line of a fair lock with a
+// 300ms claim window, releases the lock (granting it to the cut-off
+// waiter) and checks that the waiter behind gets the lock, with a later
+// token, within maxWindows claim windows of the release, and that the
+// cut-off waiter's Lock never returns a lease.
+func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, maxWindows time.Duration) {
 	srv, rdb := single(t)
 	holder := newLocks(t, rdb)
 	const window = 300 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(900 * time.Millisecond)}
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(waiterTimeout)}
 	ctx := context.Background()
-	held := mustLock(t, holder.FairMutex("d", opts...), ctx)
+	held := mustLock(t, holder.FairMutex(name, opts...), ctx)
 
 	p := redistestProxy(t, srv.Addr())
 	obsA := &waitSignal{waiting: make(chan int, 16)}
@@ -147,7 +183,7 @@ func TestFairGrantToAGoneWaiterPassesOn(t *testing.T) {
 	defer aCancel()
 	aDone := make(chan error, 1)
 	go func() {
-		l, err := a.FairMutex("d", opts...).Lock(aCtx)
+		l, err := a.FairMutex(name, opts...).Lock(aCtx)
 		if err == nil {
 			// Cut off all along: its grant can only have come through
 			// a reply, which cannot have passed the proxy.
@@ -162,7 +198,7 @@ func TestFairGrantToAGoneWaiterPassesOn(t *testing.T) {
 	b := newLocks(t, rdb, core.WithObserver(obsB))
 	bGot := make(chan *core.Lease, 1)
 	go func() {
-		l, err := b.FairMutex("d", opts...).Lock(ctx)
+		l, err := b.FairMutex(name, opts...).Lock(ctx)
 		if err != nil {
 			t.Error(err)
 		}
@@ -173,12 +209,16 @@ func TestFairGrantToAGoneWaiterPassesOn(t *testing.T) {
 	p.Blackhole()
 	released := time.Now()
 	mustUnlock(t, held) // grants the lock to a, who never hears of it
-	l := <-bGot
+	var l *core.Lease
+	select {
+	case l = <-bGot:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next waiter did not get the lock within 5s of the release")
+	}
 	if l == nil {
 		t.FailNow()
 	}
-	took := time.Since(released)
-	if took < window/2 || took > 3*window {
+	if took := time.Since(released); took < window/2 || took > maxWindows*window {
 		t.Errorf("the next waiter got the lock %v after the release, want about the claim window %v", took, window)
 	}
 	if l.Token() <= held.Token() {
@@ -300,67 +340,4 @@ func TestFairGrantNotClaimedIsToldByTheEndOfTheWindow(t *testing.T) {
 		t.Fatal("the grantee was never told its unclaimed grant ended")
 	}
 	p.Pass()
-}
-
-// The waiter behind a grantee that is gone is told to look again when the
-// grant's claim window ends: it gets the lock about one claim window after
-// the release, although its own bounded re-check (a third of the waiter
-// timeout) is much further off.
-func TestFairGrantToAGoneWaiterPassesOnAtTheClaimWindow(t *testing.T) {
-	srv, rdb := single(t)
-	holder := newLocks(t, rdb)
-	const window = 300 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
-	ctx := context.Background()
-	held := mustLock(t, holder.FairMutex("dn", opts...), ctx)
-
-	p := redistestProxy(t, srv.Addr())
-	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second), core.WithObserver(obsA))
-	aCtx, aCancel := context.WithCancel(ctx)
-	defer aCancel()
-	aDone := make(chan error, 1)
-	go func() {
-		l, err := a.FairMutex("dn", opts...).Lock(aCtx)
-		if err == nil {
-			err = errors.New("the cut-off waiter got a lease")
-			_ = l.Unlock(ctx)
-		}
-		aDone <- err
-	}()
-	waitInLine(t, obsA)
-
-	obsB := &waitSignal{waiting: make(chan int, 16)}
-	b := newLocks(t, rdb, core.WithObserver(obsB))
-	bGot := make(chan *core.Lease, 1)
-	go func() {
-		l, err := b.FairMutex("dn", opts...).Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		bGot <- l
-	}()
-	waitInLine(t, obsB)
-
-	p.Blackhole()
-	released := time.Now()
-	mustUnlock(t, held) // grants the lock to a, who never hears of it
-	var l *core.Lease
-	select {
-	case l = <-bGot:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the next waiter did not get the lock within 5s (its own re-check is 10s off)")
-	}
-	if l == nil {
-		t.FailNow()
-	}
-	if took := time.Since(released); took < window || took > window+time.Second {
-		t.Errorf("the next waiter got the lock %v after the release, want about the claim window %v", took, window)
-	}
-	mustUnlock(t, l)
-	aCancel()
-	p.Pass()
-	if err := <-aDone; err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("cut-off waiter: %v, want context.Canceled", err)
-	}
 }

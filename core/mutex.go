@@ -79,8 +79,9 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error)
 }
 
 // The methods below are the plain mutex protocol (mutex_acquire.lua,
-// mutex_release.lua: no line, a release wakes the lock's channel), which a
-// RedLock runs on each of its nodes.
+// mutex_release.lua: no line, a release wakes the lock's channel). A
+// RedLock uses a Mutex per node as that protocol for its releases,
+// give-backs and replica checks; its acquisition is redlock_acquire.lua.
 
 func (m *Mutex) info() LockInfo        { return LockInfo{Kind: m.kind, Name: m.k.name} }
 func (m *Mutex) holdKey() string       { return m.k.lock }
