@@ -25,6 +25,7 @@ type Client struct {
 
 	hub     *hub
 	restart restartWatch // restart.go
+	places  placeKeeper  // waiters' places in line (wait_place.go)
 
 	scripts     *scriptCache // SHAs of the scripts, shared per rdb (scripts.go)
 	scriptsOnce sync.Once    // SCRIPT LOAD of every script before the first call

@@ -23,11 +23,19 @@ func decodeRenew(cmd *redis.Cmd) (bool, error) {
 // decodeAcquire reads the {status, value[, left]} reply shared by acquire
 // scripts: status 1 fresh (value = token), 2 re-entry (value = token), with
 // left = the hold's remaining lease in ms; 0 busy (value = holder's pttl in
-// ms), -1 more permits asked than a semaphore has (value = its permit
-// count), -2 a copy of an acquisition already resolved (or of a win whose
+// ms; a fair waiter's refusal adds the server's clock and when to recheck),
+// -1 more permits asked than a semaphore has (value = its permit count), -2 a copy of an acquisition already resolved (or of a win whose
 // hold is gone).
 func decodeAcquire(v any) (acquireReply, error) {
-	var left int64
+	var left, recheck int64
+	lined := false
+	if arr, ok := v.([]any); ok && len(arr) == 4 {
+		n, err := toInt64(arr[3])
+		if err != nil {
+			return acquireReply{}, err
+		}
+		recheck, lined, v = n, true, arr[:3]
+	}
 	if arr, ok := v.([]any); ok && len(arr) == 3 {
 		n, err := toInt64(arr[2])
 		if err != nil {
@@ -47,7 +55,11 @@ func decodeAcquire(v any) (acquireReply, error) {
 	case 1, 2:
 		return acquireReply{acquired: true, reentry: status == 2, token: uint64(val), left: msDur(left)}, nil
 	default:
-		return acquireReply{ttl: msDur(val), serverNow: left}, nil
+		rep := acquireReply{ttl: msDur(val), serverNow: left}
+		if lined {
+			rep.lined, rep.recheck = true, msDur(recheck)
+		}
+		return rep, nil
 	}
 }
 

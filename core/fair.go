@@ -31,11 +31,11 @@ var (
 // granted hold's first lease is the claim window (FairClaimWindow), which
 // the waiter's Client extends by renewing it; a grantee that is gone
 // holds the line up for about that window (the release tells the next
-// waiter when it ends). A waiter
-// renews its place each time it retries (at least every third of the waiter
-// timeout); one that is not heard from for the waiter timeout (its process
-// crashed) is evicted when it reaches the head of the line, so a dead waiter
-// holds up the line for at most one waiter timeout. A waiter whose context
+// waiter when it ends). A waiter's Client renews the places of all its
+// waiters in the line in one call every third of the waiter timeout, so
+// waiters do not poll; one that is not heard from for the waiter timeout
+// (its process crashed) is evicted when it reaches the head of the line, so
+// a dead waiter holds up the line for at most one waiter timeout. A waiter whose context
 // ends, or whose Client closes, leaves the line at once. All deadlines use
 // the Redis server's clock, so a client with a skewed clock can neither
 // evict others nor jump the line.
@@ -55,8 +55,9 @@ type FairMutex struct {
 type FairOption func(*FairMutex)
 
 // FairWaiterTimeout sets how long a waiter keeps its place in line without
-// retrying: past it, a waiter that reached the head of the line is presumed
-// dead and skipped. Live waiters retry every third of it. Default
+// being renewed: past it, a waiter that reached the head of the line is
+// presumed dead and skipped. A live waiter's Client renews its place every
+// third of it. Default
 // DefaultFairWaiterTimeout (5s). A d under 3ms makes every call fail with
 // ErrInvalidOption.
 func FairWaiterTimeout(d time.Duration) FairOption {
@@ -183,6 +184,9 @@ func (a fairAttempt) channel(string) string { return a.chPrefix + a.c.id }
 
 // tagged: pushes on the channel name their attempt (hub.join).
 func (a fairAttempt) tagged() bool { return true }
+
+// line: the Client keeps its waiters' places in line (wait_place.go).
+func (a fairAttempt) line() *FairMutex { return a.FairMutex }
 
 func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	pub, err := a.c.hub.publishCommand(ctx)

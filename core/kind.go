@@ -141,6 +141,11 @@ type acquireReply struct {
 	serverNow int64
 	// granted: the hold was handed to this attempt by a release (grant.go).
 	granted bool
+	// lined: a refusal that left the attempt standing in a line (a fair
+	// waiter's), and recheck when it should look again if its place is
+	// kept for it (wait_place.go) and no push comes (<0: not before one).
+	lined   bool
+	recheck time.Duration
 }
 
 // releaseReply is the decoded answer to a release.

@@ -121,6 +121,16 @@ type waiter struct {
 	recheck *time.Timer
 }
 
+// live reports whether w's subscription has been confirmed.
+func (w *waiter) live() bool {
+	select {
+	case <-w.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 func newHub(rdb redis.UniversalClient, wg *sync.WaitGroup) *hub {
 	life, end := context.WithCancel(context.Background())
 	return &hub{rdb: rdb, wg: wg, life: life, end: end, conns: make(map[int]*psConn), chans: make(map[string]*subscription)}

@@ -106,6 +106,9 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		default: // retry just after the holder's lease ends
 			d += time.Millisecond
 		}
+		if rep.lined {
+			d = w.lineWait(d, rep)
+		}
 		if c.cfg.deadlockGlob != "" {
 			nested, err := a.deadlockCheck(actx)
 			if err != nil {
@@ -156,6 +159,42 @@ type waitState struct {
 	// Leaving with it (ctx ended, Redis failed) hands it back, so the next
 	// local waiter gets it instead of it being lost.
 	woken bool
+	// place is the waiter's place in a line, kept by the Client
+	// (wait_place.go), once it is.
+	place *place
+}
+
+// linedProtocol is a protocol whose waiters stand in a line in Redis that
+// the Client keeps their places in (fairAttempt).
+type linedProtocol interface {
+	line() *FairMutex
+}
+
+// lineWait is how long a waiter standing in line waits after the refusal
+// rep. Once its subscription is live, the Client keeps its place
+// (wait_place.go) and it waits until rep's recheck, or keptFallback when
+// only a push can make it its turn. Until then, d: the retry that also
+// renews its place.
+func (s *waitState) lineWait(d time.Duration, rep acquireReply) time.Duration {
+	a := s.a
+	lp, ok := a.p.(linedProtocol)
+	if !ok || s.w == nil || !s.w.live() {
+		return d
+	}
+	f := lp.line()
+	p := a.c.keep(s.place, f, a.t.owner, a.t.id, f.waiterTimeout, s.w.wake)
+	if p == nil {
+		return d
+	}
+	s.place = p
+	switch {
+	case rep.recheck < 0:
+		return keptFallback(f.waiterTimeout)
+	case rep.recheck == 0:
+		return 10 * time.Millisecond
+	default:
+		return rep.recheck + time.Millisecond
+	}
 }
 
 // waitTurn waits up to d for a wake-up. The first wait subscribes to the
@@ -238,6 +277,7 @@ func (s *waitState) handBack() {
 
 // stop leaves the channel's line and stops the timer.
 func (s *waitState) stop() {
+	s.a.c.unkeep(s.place)
 	if s.w != nil {
 		s.a.c.hub.leave(s.w)
 	}

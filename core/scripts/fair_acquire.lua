@@ -34,11 +34,14 @@
 --                         empty, or we were first in line); ms = the
 --                         hold's remaining lease
 --         {2, token, ms}  re-entered (count + 1, lease extended, same token)
---         {0, ms, now}    not ours: retry in ms at the latest. A waiter's
+--         {0, ms, now, recheck}
+--                         not ours: retry in ms at the latest. A waiter's
 --                         retry also renews its place (its deadline), so ms
 --                         is capped at a third of the waiter timeout; now is
 --                         the server's clock (ms), which a grant's time is
---                         mapped onto.
+--                         mapped onto; recheck is when to look again if the
+--                         place is kept by fair_keep instead (-1: only when
+--                         pushed).
 --         {0, ms}         with ARGV[6] = '0' (TryLock): ms is the holder's
 --                         remaining lease (0 if none).
 --         {-2, 0}         this attempt is already over (a late copy, or a
@@ -109,6 +112,10 @@ redis.call('pexpire', KEYS[2], 2 * wt)
 redis.call('pexpire', KEYS[3], 2 * wt)
 redis.call('pexpire', KEYS[7], 2 * wt)
 local retry = math.floor(wt / 3)
+-- recheck: when to look again even if the place is kept by other means
+-- (fair_keep) and no push comes; -1: not before a push (another waiter is
+-- first in line and the lock is held: a release will wake or grant it).
+local recheck = -1
 if pttl >= 0 and pttl < retry then
   retry = pttl
 elseif pttl < 0 and head and head ~= owner then
@@ -118,5 +125,14 @@ elseif pttl < 0 and head and head ~= owner then
   if dl < retry then
     retry = dl
   end
+  recheck = math.max(dl, 0)
 end
-return {0, retry, now}
+if (not head) or head == owner then
+  -- First in line: when the holder's lease ends (it may end without a
+  -- release).
+  recheck = pttl
+  if pttl < 0 then
+    recheck = retry
+  end
+end
+return {0, retry, now, recheck}

@@ -1,0 +1,65 @@
+-- fair_keep: renew the places in line of every waiter one Client has on one
+-- fair lock, in one call, and look after the head of the line. The Client
+-- sends it every third of the waiter timeout while it has waiters there
+-- (wait_place.go), so its waiters need not retry just to keep their
+-- places. Needs lib_fence and lib_queue.
+--
+-- KEYS[1]  lock hash
+-- KEYS[2]  queue: list of waiting owner ids
+-- KEYS[3]  waiter deadlines: zset owner id -> server time (ms)
+-- KEYS[4]  standing attempts: hash owner id -> 'id|lease|tag|kind'
+-- KEYS[5]  prefix of the waiters' wake-up channels (lib_queue.lua)
+-- ARGV[1]  publish command: 'publish' or 'spublish'
+-- ARGV[2]  the line's expiry in ms (twice the longest waiter timeout)
+-- ARGV[3..] triples: owner id, attempt id, waiter timeout in ms
+--
+-- A place is renewed only while the attempt named stands in it (the
+-- standing hash names it) and the owner is still in line: a late copy of
+-- this call never brings back a place its waiter gave up or lost.
+--
+-- Then, as any acquisition does, waiters at the head of the line whose
+-- deadline passed are evicted; if the lock is free, the first live waiter
+-- is woken (a holder whose lease ran out releases nothing, and a woken
+-- waiter may have missed its push).
+--
+-- Returns the 1-based numbers of the triples whose place was not found
+-- (their waiters should try again, which joins the line anew).
+local now = now_ms()
+local lost = {}
+local kept = 0
+local i = 3
+local n = 1
+while ARGV[i] do
+  local owner, id, wt = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local st = redis.call('hget', KEYS[4], owner)
+  if st and standing_parse(st) == id and redis.call('zscore', KEYS[3], owner) then
+    redis.call('zadd', KEYS[3], now + wt, owner)
+    kept = kept + 1
+  else
+    lost[#lost + 1] = n
+  end
+  i = i + 3
+  n = n + 1
+end
+if kept > 0 then
+  redis.call('pexpire', KEYS[2], ARGV[2])
+  redis.call('pexpire', KEYS[3], ARGV[2])
+  redis.call('pexpire', KEYS[4], ARGV[2])
+end
+if redis.call('exists', KEYS[1]) == 0 then
+  wake_next(KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1])
+else
+  -- Held: evict dead heads only; the release wakes the next.
+  local head = redis.call('lindex', KEYS[2], 0)
+  while head do
+    local dl = redis.call('zscore', KEYS[3], head)
+    if dl and tonumber(dl) > now then
+      break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+    redis.call('hdel', KEYS[4], head)
+    head = redis.call('lindex', KEYS[2], 0)
+  end
+end
+return lost

@@ -1,0 +1,261 @@
+package core
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+var scriptFairKeep = registerScript("fair_keep", "lib_fence", "lib_queue")
+
+// Places in line, kept by the Client.
+//
+// A fair lock's waiter (a contended Mutex's too) stands in a line in Redis
+// with a deadline: one not heard from for the waiter timeout is presumed
+// dead and evicted when it reaches the head of the line. Rather than have
+// every waiter retry every third of that timeout just to renew its place —
+// 10,000 waiters would send 6,000 scripts a second while blocked — the
+// Client renews the places of all its waiters on one lock in one call
+// (fair_keep.lua, at most keepChunk places a call) every third of the
+// waiter timeout, for as long as they wait.
+//
+// A waiter whose place is kept and whose subscription is live looks again
+// only when pushed (a grant, a wake-up, the next-in-line notice), when its
+// subscription was re-established (the hub wakes every waiter then), when
+// its last refusal said to (first in line: when the holder's lease ends;
+// the lock free but someone else first: when that waiter's deadline
+// passes), when fair_keep found its place gone, and otherwise, as a safety
+// net, after keptFallback. The same call evicts dead waiters at the head of
+// the line and wakes the first live one when the lock is free, so a line
+// whose holder's lease ran out without a release moves on within a third of
+// the waiter timeout even if no waiter's own look is due.
+
+// keepChunk bounds the places one fair_keep call renews, so a Client with
+// thousands of waiters on one lock never runs one long script.
+const keepChunk = 500
+
+// placeKeeper is the Client's register of kept places, by line. Its
+// goroutine (keepPlaces) runs while any place is kept; Close stops it.
+type placeKeeper struct {
+	mu      sync.Mutex
+	lines   map[string]*keptLine // by the line's queue key
+	running bool
+	kick    chan struct{} // buffered(1): a new line, due earlier
+}
+
+// keptLine is one lock's line as seen by this Client: its places kept.
+type keptLine struct {
+	f      *FairMutex // the lock's keys (any handle of it)
+	places map[*place]struct{}
+	due    time.Time
+}
+
+// place is one waiter's place in a line, kept for it.
+type place struct {
+	line  *keptLine
+	owner string
+	id    string // the attempt that stands in it
+	wt    time.Duration
+	wake  chan struct{} // the waiter's (hub.join)
+}
+
+// keptFallback is how long a waiter whose place is kept waits without any
+// push before it looks again anyway: two to four waiter timeouts, spread at
+// random so that many waiters never look at once.
+func keptFallback(wt time.Duration) time.Duration {
+	return 2*wt + rand.N(2*wt+1)
+}
+
+// keep keeps the place of the waiter of attempt id (owner's) in f's line,
+// whose wake-ups arrive on wake, and returns it; p, if not nil, is the
+// waiter's place so far (kept under a previous attempt id). It returns nil
+// when the Client is closed.
+func (c *Client) keep(p *place, f *FairMutex, owner, id string, wt time.Duration, wake chan struct{}) *place {
+	k := &c.places
+	k.mu.Lock()
+	if p != nil && p.line != nil {
+		p.id, p.owner, p.wt = id, owner, min(p.wt, wt)
+		k.mu.Unlock()
+		return p
+	}
+	if k.lines == nil {
+		k.lines = make(map[string]*keptLine)
+		k.kick = make(chan struct{}, 1)
+	}
+	l := k.lines[f.queue]
+	fresh := l == nil
+	if fresh {
+		l = &keptLine{f: f, places: make(map[*place]struct{}), due: time.Now().Add(wt / 3)}
+		k.lines[f.queue] = l
+	}
+	p = &place{line: l, owner: owner, id: id, wt: wt, wake: wake}
+	l.places[p] = struct{}{}
+	start := !k.running
+	k.running = true
+	k.mu.Unlock()
+	switch {
+	case start:
+		if !c.spawn(c.keepPlaces) {
+			k.mu.Lock()
+			k.running = false
+			delete(l.places, p)
+			k.mu.Unlock()
+			return nil
+		}
+	case fresh:
+		select {
+		case k.kick <- struct{}{}:
+		default:
+		}
+	}
+	return p
+}
+
+// unkeep stops keeping p (its waiter left the line).
+func (c *Client) unkeep(p *place) {
+	if p == nil {
+		return
+	}
+	k := &c.places
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p.line != nil {
+		delete(p.line.places, p)
+		p.line = nil
+	}
+}
+
+// keepCall is one fair_keep call: a snapshot of up to keepChunk places.
+type keepCall struct {
+	f      *FairMutex
+	places []*place
+	ids    []string // each place's attempt id when the call was made
+}
+
+// keepPlaces is the keeper's goroutine: it sends each line's fair_keep
+// calls when due, and exits when no place is left to keep or the Client
+// closes. No network I/O under k.mu.
+func (c *Client) keepPlaces() {
+	k := &c.places
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		k.mu.Lock()
+		now := time.Now()
+		var calls []keepCall
+		var next time.Time
+		for key, l := range k.lines {
+			if len(l.places) == 0 {
+				delete(k.lines, key)
+				continue
+			}
+			if !l.due.After(now) {
+				calls = append(calls, l.calls()...)
+				l.due = now.Add(l.every())
+			}
+			if next.IsZero() || l.due.Before(next) {
+				next = l.due
+			}
+		}
+		if len(calls) == 0 && next.IsZero() {
+			k.running = false
+			k.mu.Unlock()
+			return
+		}
+		k.mu.Unlock()
+		for _, call := range calls {
+			c.keepLine(call)
+		}
+		if len(calls) > 0 {
+			continue // look at the clock again
+		}
+		t.Reset(time.Until(next))
+		select {
+		case <-t.C:
+		case <-k.kick:
+		case <-c.done:
+			k.mu.Lock()
+			k.running = false
+			k.mu.Unlock()
+			return
+		}
+	}
+}
+
+// calls snapshots l's places as fair_keep calls. Called with k.mu held.
+func (l *keptLine) calls() []keepCall {
+	var out []keepCall
+	var cur keepCall
+	for p := range l.places {
+		if len(cur.places) == keepChunk {
+			out, cur = append(out, cur), keepCall{}
+		}
+		cur.f = l.f
+		cur.places = append(cur.places, p)
+		cur.ids = append(cur.ids, p.id)
+	}
+	if len(cur.places) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// every is how often l's places are renewed: a third of the shortest
+// waiter timeout among them. Called with k.mu held.
+func (l *keptLine) every() time.Duration {
+	var wt time.Duration
+	for p := range l.places {
+		if wt == 0 || p.wt < wt {
+			wt = p.wt
+		}
+	}
+	return wt / 3
+}
+
+// keepLine sends one fair_keep call, and wakes the waiters whose place it
+// did not find (they try again, which joins the line anew). A call that
+// fails is not retried before the line's next turn: a place lasts a whole
+// waiter timeout, three turns.
+func (c *Client) keepLine(call keepCall) {
+	var longest time.Duration
+	args := make([]any, 0, 2+3*len(call.places))
+	args = append(args, "", "")
+	for i, p := range call.places {
+		longest = max(longest, p.wt)
+		args = append(args, p.owner, call.ids[i], ms(p.wt))
+	}
+	ctx, cancel := context.WithTimeout(clientContext{Context: context.Background(), c: c}, longest/3)
+	defer cancel()
+	pub, err := c.hub.publishCommand(ctx)
+	if err != nil {
+		return
+	}
+	args[0], args[1] = pub, ms(2*longest)
+	f := call.f
+	v, err := scriptFairKeep.run(ctx, c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.standing, f.chPrefix}, args...).Result()
+	if err != nil {
+		return
+	}
+	lost, _ := v.([]any)
+	if len(lost) == 0 {
+		return
+	}
+	k := &c.places
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, x := range lost {
+		n, err := toInt64(x)
+		if err != nil || n < 1 || int(n) > len(call.places) {
+			continue
+		}
+		p := call.places[n-1]
+		if p.line == nil || p.id != call.ids[n-1] {
+			continue // left, or moved on to a new attempt since
+		}
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
