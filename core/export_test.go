@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,6 +21,13 @@ func ScriptSHAs(ctx context.Context, rdb redis.Scripter) (map[string]string, err
 		m[name] = sha
 	}
 	return m, nil
+}
+
+// SetMaxOutageWait sets how long a Lock without a budget rides out an
+// outage, and returns a func that restores MaxOutageWait.
+func SetMaxOutageWait(d time.Duration) (restore func()) {
+	maxOutageWait = d
+	return func() { maxOutageWait = MaxOutageWait }
 }
 
 // ScriptBody returns the body of an embedded script (its libraries first),

@@ -58,8 +58,9 @@ func (m *Mutex) Name() string { return m.k.name }
 // lock is lost. Cancelling ctx does not release the lock: call Unlock.
 //
 // While Redis does not answer (a failover, a restart), Lock keeps trying
-// inside its budget, for at most MaxOutageWait without any reply, then
-// fails with an error matching ErrUnavailable. A nested Lock under the
+// until its budget (ctx's deadline, WaitTimeout) ends — without one, for at
+// most MaxOutageWait without any reply — then fails with an error matching
+// ErrUnavailable. A nested Lock under the
 // context of a lease whose hold was lost fails with ErrLockLost.
 func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	if m.err != nil {

@@ -21,21 +21,26 @@ import (
 // (network errors, READONLY, LOADING, MASTERDOWN, TRYAGAIN, CLUSTERDOWN),
 // the attempt is settled (settle.go: whatever it may have won is given
 // back) and the Lock tries again with a new acquisition id, after a backoff
-// — while its budget (ctx, WaitTimeout) has room, and for at most
-// MaxOutageWait without any reply from Redis, so that a Lock without a
-// deadline still fails, with ErrUnavailable, when Redis stays down.
+// — while its budget (ctx's deadline, WaitTimeout) has room. A Lock without
+// any budget tries for at most MaxOutageWait without a reply from Redis, so
+// that it still fails, with ErrUnavailable, when Redis stays down.
 //
 // TryLock never retries: it fails at once. An error that will not pass (a
 // script error, ErrReplicaSync, a round trip longer than the lease) fails
 // Lock at once, as before.
 
-// MaxOutageWait is how long a waiting Lock keeps trying while Redis gives no
-// reply at all (every attempt fails with a network error or a failover
-// error such as READONLY): past it, or past the Lock's own budget, whichever
-// comes first, Lock fails with an error matching ErrUnavailable. It covers a
-// Sentinel failover with down-after-milliseconds of a few seconds; a
-// deployment that takes longer to fail over sees Lock fail first.
+// MaxOutageWait is how long a waiting Lock without a budget (its context
+// has no deadline and it has no WaitTimeout) keeps trying while Redis gives
+// no reply at all (every attempt fails with a network error or a failover
+// error such as READONLY): past it, Lock fails with an error matching
+// ErrUnavailable. A Lock with a budget keeps trying until the budget ends,
+// however long the outage: give Lock a deadline longer than the
+// deployment's failover (Sentinel's down-after-milliseconds plus the
+// promotion) to ride one out.
 const MaxOutageWait = 10 * time.Second
+
+// maxOutageWait is MaxOutageWait; tests shorten it.
+var maxOutageWait = MaxOutageWait
 
 // Backoff between two attempts during an outage.
 const (
@@ -65,7 +70,9 @@ func (a *attempt) rideOut(ctx context.Context, err error, wait bool, waitUntil t
 	}
 	o.pause = min(max(2*o.pause, outageFirstPause), outageMaxPause)
 	resume := time.Now().Add(o.pause)
-	if resume.Sub(o.since) > MaxOutageWait || (!waitUntil.IsZero() && !resume.Before(waitUntil)) {
+	_, deadline := ctx.Deadline()
+	budget := deadline || !waitUntil.IsZero()
+	if (!budget && resume.Sub(o.since) > maxOutageWait) || (!waitUntil.IsZero() && !resume.Before(waitUntil)) {
 		return false, nil
 	}
 	o.err = wrapRedis("acquire", a.info.Name, err)

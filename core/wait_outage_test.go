@@ -47,8 +47,12 @@ func TestLockRidesOutAnOutage(t *testing.T) {
 }
 
 // A Lock without any deadline still fails when Redis stays down: after
-// MaxOutageWait without a reply, with ErrUnavailable.
+// MaxOutageWait without a reply, with ErrUnavailable. A Lock with a budget
+// rides out an outage longer than MaxOutageWait inside it. (MaxOutageWait is
+// shortened to 1s here.)
 func TestLockWithoutDeadlineFailsWhenRedisStaysDown(t *testing.T) {
+	const bound = time.Second
+	defer core.SetMaxOutageWait(bound)()
 	srv, _ := single(t)
 	proxy := redistestProxy(t, srv.Addr())
 	c := newLocks(t, proxyClient(t, proxy.Addr(), 200*time.Millisecond))
@@ -62,7 +66,27 @@ func TestLockWithoutDeadlineFailsWhenRedisStaysDown(t *testing.T) {
 	if !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("Lock with Redis down and no deadline: %v, want ErrUnavailable", err)
 	}
-	if took < core.MaxOutageWait-time.Second || took > core.MaxOutageWait+time.Second {
-		t.Fatalf("Lock with Redis down and no deadline failed after %s, want about MaxOutageWait (%s)", took, core.MaxOutageWait)
+	if took < bound-bound/4 || took > bound+time.Second {
+		t.Fatalf("Lock with Redis down and no deadline failed after %s, want about MaxOutageWait (%s)", took, bound)
+	}
+
+	// An outage of three times MaxOutageWait, inside a Lock's deadline and
+	// inside a WaitTimeout.
+	for _, budget := range []string{"deadline", "WaitTimeout"} {
+		heal := time.AfterFunc(3*bound, proxy.Pass)
+		start = time.Now()
+		var l *core.Lease
+		if budget == "deadline" {
+			l, err = c.Mutex("down").Lock(ctxTimeout(t, 10*bound))
+		} else {
+			l, err = c.Mutex("down").Lock(ctx, core.WaitTimeout(10*bound))
+		}
+		heal.Stop()
+		if err != nil {
+			t.Fatalf("Lock with a %s of %s across a %s outage: %v, want a lease", budget, 10*bound, 3*bound, err)
+		}
+		t.Logf("Lock with a %s got the lock %s after it began, across a %s outage", budget, time.Since(start).Round(time.Millisecond), 3*bound)
+		mustUnlock(t, l)
+		proxy.Drop()
 	}
 }
