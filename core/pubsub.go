@@ -97,6 +97,23 @@ type subscription struct {
 	// waiter joined (its refusal and the release crossed). Bounded by
 	// maxGrantsKept; entries older than pushKeep make room.
 	pushes map[string]push
+	// byTag finds a tagged channel's waiter by its attempt id (thousands
+	// of waiters may share one channel).
+	byTag map[string]*waiter
+}
+
+// addTag and dropTag keep s.byTag. Called with h.mu held.
+func (s *subscription) addTag(w *waiter) {
+	if s.byTag == nil {
+		s.byTag = make(map[string]*waiter)
+	}
+	s.byTag[w.tag] = w
+}
+
+func (s *subscription) dropTag(w *waiter) {
+	if s.byTag[w.tag] == w {
+		delete(s.byTag, w.tag)
+	}
 }
 
 // push is a message for one attempt.
@@ -191,6 +208,7 @@ func (h *hub) join(ctx context.Context, channel, tag string) (*waiter, error) {
 	}
 	if tag != "" {
 		s.tagged = true
+		s.addTag(w)
 		s.pushedBefore(w)
 	}
 	if len(s.waiters) == 0 && !s.idleSince.IsZero() {
@@ -249,6 +267,7 @@ func (h *hub) leave(w *waiter) {
 		// Its push, if one came, is resolved on the server (a grant by the
 		// attempt's give-back); no other waiter can use it.
 		delete(s.pushes, w.tag)
+		s.dropTag(w)
 	} else {
 		select {
 		case <-w.wake:
@@ -401,10 +420,7 @@ func (h *hub) recheckAfter(channel, id string, after time.Duration) {
 	if s == nil || h.closed {
 		return
 	}
-	for _, w := range s.waiters {
-		if w.tag != id {
-			continue
-		}
+	if w := s.byTag[id]; w != nil {
 		if w.recheck != nil {
 			w.recheck.Stop()
 		}
@@ -419,7 +435,6 @@ func (h *hub) recheckAfter(channel, id string, after time.Duration) {
 			default:
 			}
 		})
-		return
 	}
 }
 
@@ -432,7 +447,9 @@ func (h *hub) retag(w *waiter, id string) {
 		return
 	}
 	delete(s.pushes, w.tag)
+	s.dropTag(w)
 	w.tag = id
+	s.addTag(w)
 	s.pushedBefore(w)
 }
 
@@ -464,11 +481,8 @@ func (s *subscription) pushTo(id, payload string) {
 		}
 	}
 	s.pushes[id] = push{payload: payload, at: now}
-	for _, w := range s.waiters {
-		if w.tag == id {
-			s.pushedBefore(w)
-			return
-		}
+	if w := s.byTag[id]; w != nil {
+		s.pushedBefore(w)
 	}
 }
 

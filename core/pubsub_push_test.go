@@ -15,6 +15,7 @@ func TestPushBeforeJoin(t *testing.T) {
 	s.pushTo("b", "g b 7 1000 2000")
 	other := &waiter{tag: "c", wake: make(chan struct{}, 1)}
 	s.waiters = append(s.waiters, other)
+	s.addTag(other)
 	s.pushTo("d", "w d")
 	if len(other.wake) != 0 {
 		t.Fatal("a push for another attempt woke a waiter")

@@ -95,6 +95,13 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		if err := ctx.Err(); err != nil {
 			return nil, &lockedCtxError{locked: busy, ctxErr: err}
 		}
+		bounded, err := w.enter(ctx, actx)
+		if err != nil {
+			if errors.Is(err, ErrClosed) {
+				return nil, ErrClosed
+			}
+			return nil, &lockedCtxError{locked: busy, ctxErr: err}
+		}
 		d := rep.ttl
 		switch {
 		case d < -time.Millisecond: // the key vanished between the checks: retry now
@@ -106,7 +113,10 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 		default: // retry just after the holder's lease ends
 			d += time.Millisecond
 		}
-		if rep.lined {
+		switch {
+		case bounded:
+			d = min(d, noTTLWait)
+		case rep.lined:
 			d = w.lineWait(d, rep)
 		}
 		if c.cfg.deadlockGlob != "" {
@@ -162,6 +172,11 @@ type waitState struct {
 	// place is the waiter's place in a line, kept by the Client
 	// (wait_place.go), once it is.
 	place *place
+	// fresh: the waiter's subscription was new when it joined, so a
+	// release may have been published before it was live. Its first wait
+	// ends as soon as the subscription is confirmed, and the acquisition
+	// looks again.
+	fresh bool
 }
 
 // linedProtocol is a protocol whose waiters stand in a line in Redis that
@@ -178,7 +193,7 @@ type linedProtocol interface {
 func (s *waitState) lineWait(d time.Duration, rep acquireReply) time.Duration {
 	a := s.a
 	lp, ok := a.p.(linedProtocol)
-	if !ok || s.w == nil || !s.w.live() {
+	if !ok || s.w == nil || s.fresh || !s.w.live() {
 		return d
 	}
 	f := lp.line()
@@ -197,39 +212,55 @@ func (s *waitState) lineWait(d time.Duration, rep acquireReply) time.Duration {
 	}
 }
 
-// waitTurn waits up to d for a wake-up. The first wait subscribes to the
-// lock's channel and returns as soon as the subscription is live, so a
-// release between the first attempt and the subscription is not missed. It
-// returns ctx's error when ctx ended, ErrClosed when the Client closed.
-func (s *waitState) waitTurn(ctx, actx context.Context, d, holderTTL time.Duration) error {
+// enter joins the lock's channel before the first wait (see
+// waitState.fresh), or follows the acquisition's new attempt id on later
+// ones. It reports bounded when wake-ups are unavailable (the waits fall
+// back to bounded ones, and it joins again next time), and returns ctx's
+// error when ctx ended, ErrClosed when the Client closed.
+func (s *waitState) enter(ctx, actx context.Context) (bounded bool, err error) {
 	a := s.a
-	c := a.c
-	wake, ready := (<-chan struct{})(nil), (<-chan struct{})(nil)
 	tag := ""
 	if tp, ok := a.p.(taggedChannel); ok && tp.tagged() {
 		tag = a.t.id
 	}
-	if s.w == nil {
-		w, err := c.hub.join(actx, a.p.channel(a.t.owner), tag)
-		switch {
-		case errors.Is(err, ErrClosed):
-			return ErrClosed
-		case err != nil:
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			d = min(d, noTTLWait) // no wake-ups: fall back to bounded waits
-		case tag != "" && !w.liveSince.IsZero() && w.liveSince.Before(a.lastSent):
-			// Subscribed since before the refused attempt was sent: a push
-			// for it, even one that came before this join, is not missed.
-			s.w, wake = w, w.wake
-		default:
-			s.w, ready = w, w.ready
-		}
-	} else {
+	if s.w != nil {
 		if tag != "" && s.w.tag != tag {
-			c.hub.retag(s.w, tag) // the acquisition moved on to a new id
+			a.c.hub.retag(s.w, tag) // the acquisition moved on to a new id
 		}
+		return false, nil
+	}
+	w, err := a.c.hub.join(actx, a.p.channel(a.t.owner), tag)
+	switch {
+	case errors.Is(err, ErrClosed):
+		return false, ErrClosed
+	case err != nil:
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return true, nil
+	case tag != "" && !w.liveSince.IsZero() && w.liveSince.Before(a.lastSent):
+		// Subscribed since before the refused attempt was sent: a push
+		// for it, even one that came before this join, is not missed.
+		s.w = w
+	default:
+		s.w, s.fresh = w, true
+	}
+	return false, nil
+}
+
+// waitTurn waits up to d for a wake-up (enter joined the channel). A first
+// wait on a fresh subscription returns as soon as it is live, so a release
+// between the first attempt and the subscription is not missed. It returns
+// ctx's error when ctx ended, ErrClosed when the Client closed.
+func (s *waitState) waitTurn(ctx, actx context.Context, d, holderTTL time.Duration) error {
+	a := s.a
+	c := a.c
+	wake, ready := (<-chan struct{})(nil), (<-chan struct{})(nil)
+	switch {
+	case s.w == nil: // no wake-ups: a bounded wait
+	case s.fresh:
+		ready, s.fresh = s.w.ready, false
+	default:
 		wake = s.w.wake
 	}
 	if obs := c.cfg.observer; obs != nil {

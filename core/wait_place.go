@@ -12,24 +12,24 @@ var scriptFairKeep = registerScript("fair_keep", "lib_fence", "lib_queue")
 // Places in line, kept by the Client.
 //
 // A fair lock's waiter (a contended Mutex's too) stands in a line in Redis
-// with a deadline: one not heard from for the waiter timeout is presumed
-// dead and evicted when it reaches the head of the line. Rather than have
-// every waiter retry every third of that timeout just to renew its place —
-// 10,000 waiters would send 6,000 scripts a second while blocked — the
-// Client renews the places of all its waiters on one lock in one call
-// (fair_keep.lua, at most keepChunk places a call) every third of the
-// waiter timeout, for as long as they wait.
+// with a deadline: one not heard from for the waiter timeout is presumed dead
+// and evicted when it reaches the head of the line. Rather than have every
+// waiter retry every third of that timeout just to renew its place — 10,000
+// waiters would send 6,000 scripts a second while blocked — the Client renews
+// the places of all its waiters on one lock in one call (fair_keep.lua, at
+// most keepChunk places a call) every third of the waiter timeout, for as
+// long as they wait.
 //
 // A waiter whose place is kept and whose subscription is live looks again
 // only when pushed (a grant, a wake-up, the next-in-line notice), when its
-// subscription was re-established (the hub wakes every waiter then), when
-// its last refusal said to (first in line: when the holder's lease ends;
-// the lock free but someone else first: when that waiter's deadline
-// passes), when fair_keep found its place gone, and otherwise, as a safety
-// net, after keptFallback. The same call evicts dead waiters at the head of
-// the line and wakes the first live one when the lock is free, so a line
-// whose holder's lease ran out without a release moves on within a third of
-// the waiter timeout even if no waiter's own look is due.
+// subscription was re-established (the hub wakes every waiter then), when its
+// last refusal said to (first in line: when the holder's lease ends; the lock
+// free but someone else first: when that waiter's deadline passes), when
+// fair_keep found its place gone, and otherwise, as a safety net, after
+// keptFallback (three to six waiter timeouts). The same call evicts dead
+// waiters at the head of the line and wakes the first live one when the lock
+// is free, so a line whose holder's lease ran out without a release moves on
+// within a third of the waiter timeout even if no waiter's own look is due.
 
 // keepChunk bounds the places one fair_keep call renews, so a Client with
 // thousands of waiters on one lock never runs one long script.
@@ -49,6 +49,8 @@ type keptLine struct {
 	f      *FairMutex // the lock's keys (any handle of it)
 	places map[*place]struct{}
 	due    time.Time
+	// failed counts the line's calls that failed in a row.
+	failed int
 }
 
 // place is one waiter's place in a line, kept for it.
@@ -61,10 +63,10 @@ type place struct {
 }
 
 // keptFallback is how long a waiter whose place is kept waits without any
-// push before it looks again anyway: two to four waiter timeouts, spread at
-// random so that many waiters never look at once.
+// push before it looks again anyway: three to six waiter timeouts, spread
+// at random so that many waiters never look at once.
 func keptFallback(wt time.Duration) time.Duration {
-	return 2*wt + rand.N(2*wt+1)
+	return 3*wt + rand.N(3*wt+1)
 }
 
 // keep keeps the place of the waiter of attempt id (owner's) in f's line,
@@ -128,6 +130,7 @@ func (c *Client) unkeep(p *place) {
 
 // keepCall is one fair_keep call: a snapshot of up to keepChunk places.
 type keepCall struct {
+	line   *keptLine
 	f      *FairMutex
 	places []*place
 	ids    []string // each place's attempt id when the call was made
@@ -191,7 +194,7 @@ func (l *keptLine) calls() []keepCall {
 		if len(cur.places) == keepChunk {
 			out, cur = append(out, cur), keepCall{}
 		}
-		cur.f = l.f
+		cur.line, cur.f = l, l.f
 		cur.places = append(cur.places, p)
 		cur.ids = append(cur.ids, p.id)
 	}
@@ -216,8 +219,33 @@ func (l *keptLine) every() time.Duration {
 // keepLine sends one fair_keep call, and wakes the waiters whose place it
 // did not find (they try again, which joins the line anew). A call that
 // fails is not retried before the line's next turn: a place lasts a whole
-// waiter timeout, three turns.
+// waiter timeout, three turns. After two failed calls in a row the line's
+// waiters are woken to look for themselves (each renews its place, or
+// meets the error).
 func (c *Client) keepLine(call keepCall) {
+	if err := c.sendKeep(call); err != nil {
+		if c.isClosed() {
+			return
+		}
+		k := &c.places
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		l := call.line
+		if l.failed++; l.failed < 2 {
+			return
+		}
+		l.failed = 0
+		for p := range l.places {
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// sendKeep sends call and wakes the waiters whose place it did not find.
+func (c *Client) sendKeep(call keepCall) error {
 	var longest time.Duration
 	args := make([]any, 0, 2+3*len(call.places))
 	args = append(args, "", "")
@@ -229,21 +257,19 @@ func (c *Client) keepLine(call keepCall) {
 	defer cancel()
 	pub, err := c.hub.publishCommand(ctx)
 	if err != nil {
-		return
+		return err
 	}
 	args[0], args[1] = pub, ms(2*longest)
 	f := call.f
 	v, err := scriptFairKeep.run(ctx, c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.standing, f.chPrefix}, args...).Result()
 	if err != nil {
-		return
+		return err
 	}
 	lost, _ := v.([]any)
-	if len(lost) == 0 {
-		return
-	}
 	k := &c.places
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	call.line.failed = 0
 	for _, x := range lost {
 		n, err := toInt64(x)
 		if err != nil || n < 1 || int(n) > len(call.places) {
@@ -258,4 +284,5 @@ func (c *Client) keepLine(call keepCall) {
 		default:
 		}
 	}
+	return nil
 }

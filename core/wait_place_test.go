@@ -75,7 +75,7 @@ func TestKeptPlacesNeedNoRetries(t *testing.T) {
 
 // A waiter whose place vanished from the line while its Client kept it (a
 // lost line: here the keys are deleted) is told by the keeper's next call
-// and joins again at once, not after its long fallback look (two to four
+// and joins again at once, not after its long fallback look (three to six
 // waiter timeouts).
 func TestKeptPlaceLostJoinsAgain(t *testing.T) {
 	srv, rdb := single(t)
@@ -116,7 +116,7 @@ func TestKeptPlaceLostJoinsAgain(t *testing.T) {
 // listens) is found by the waiter's Client at its next renewal of places:
 // the grantee is no longer in line, so it is woken, and its attempt is
 // answered the grant — well inside the claim window, not at its fallback
-// look two to four waiter timeouts later.
+// look three to six waiter timeouts later.
 func TestKeptPlaceGrantedWithoutPushIsClaimed(t *testing.T) {
 	srv, rdb := single(t)
 	const wt = 900 * time.Millisecond
