@@ -62,17 +62,7 @@ local lease = tonumber(ARGV[2])
 
 -- Evict waiters at the head of the line whose deadline has passed: a
 -- crashed waiter holds up the line for at most one waiter timeout.
-local head = redis.call('lindex', KEYS[2], 0)
-while head do
-  local dl = redis.call('zscore', KEYS[3], head)
-  if dl and tonumber(dl) > now then
-    break
-  end
-  redis.call('lpop', KEYS[2])
-  redis.call('zrem', KEYS[3], head)
-  redis.call('hdel', KEYS[7], head)
-  head = redis.call('lindex', KEYS[2], 0)
-end
+local head = evict_dead(KEYS[2], KEYS[3], KEYS[7], now)
 
 if redis.call('exists', KEYS[1]) == 0 then
   if (not head) or head == owner then

@@ -46,20 +46,8 @@ if kept > 0 then
   redis.call('pexpire', KEYS[3], ARGV[2])
   redis.call('pexpire', KEYS[4], ARGV[2])
 end
-if redis.call('exists', KEYS[1]) == 0 then
-  wake_next(KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1])
-else
-  -- Held: evict dead heads only; the release wakes the next.
-  local head = redis.call('lindex', KEYS[2], 0)
-  while head do
-    local dl = redis.call('zscore', KEYS[3], head)
-    if dl and tonumber(dl) > now then
-      break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-    redis.call('hdel', KEYS[4], head)
-    head = redis.call('lindex', KEYS[2], 0)
-  end
+local head = evict_dead(KEYS[2], KEYS[3], KEYS[4], now)
+if head and redis.call('exists', KEYS[1]) == 0 then
+  wake_waiter(KEYS[4], KEYS[5], head, ARGV[1])
 end
 return lost

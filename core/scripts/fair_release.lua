@@ -73,12 +73,14 @@ local function grant_next()
       waiter_push(KEYS[5], head, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease, ARGV[3])
       -- The next in line is told when the grant's claim window ends: if
       -- the grantee never claims, that waiter looks again then and takes
-      -- the lock, instead of at its next bounded re-check.
+      -- the lock, instead of at its next bounded re-check. Not when it
+      -- waits on the grantee's own Client: a Client that is gone takes
+      -- both with it, and one that lives claims the grant or gives it back.
       local nxt = redis.call('lindex', KEYS[2], 0)
       local st2 = nxt and redis.call('hget', KEYS[7], nxt)
       if st2 then
         local id2, _, tag2 = standing_parse(st2)
-        if id2 and tag2 then
+        if id2 and tag2 and tag2 ~= tag then
           redis.call(ARGV[3], KEYS[5] .. tag2, 'n ' .. id2 .. ' ' .. lease)
         end
       end

@@ -54,21 +54,30 @@ local function wake_waiter(standing, ch_prefix, owner, publish)
   end
 end
 
--- wake_next(queue, deadlines, standing, ch_prefix, publish) evicts waiters
--- at the head of the queue (list) whose deadline (zset, server ms) has
--- passed, then wakes the first live waiter (wake_waiter).
-local function wake_next(queue, deadlines, standing, ch_prefix, publish)
-  local now = now_ms()
+-- evict_dead(queue, deadlines, standing, now) evicts waiters at the head of
+-- the queue (list) whose deadline (zset, server ms) has passed, and returns
+-- the first live waiter, or nil when the line is empty.
+local function evict_dead(queue, deadlines, standing, now)
   local head = redis.call('lindex', queue, 0)
   while head do
     local dl = redis.call('zscore', deadlines, head)
     if dl and tonumber(dl) > now then
-      wake_waiter(standing, ch_prefix, head, publish)
-      return
+      return head
     end
     redis.call('lpop', queue)
     redis.call('zrem', deadlines, head)
     redis.call('hdel', standing, head)
     head = redis.call('lindex', queue, 0)
+  end
+  return nil
+end
+
+-- wake_next(queue, deadlines, standing, ch_prefix, publish) evicts dead
+-- waiters at the head of the line (evict_dead), then wakes the first live
+-- waiter (wake_waiter).
+local function wake_next(queue, deadlines, standing, ch_prefix, publish)
+  local head = evict_dead(queue, deadlines, standing, now_ms())
+  if head then
+    wake_waiter(standing, ch_prefix, head, publish)
   end
 end
