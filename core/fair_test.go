@@ -29,21 +29,22 @@ func waitQueue(t *testing.T, rdb *redis.Client, name string, want []string) {
 	}
 }
 
-func TestFairLockServesArrivalOrder(t *testing.T) {
-	srv, rdb := single(t)
-	clients := []*core.Client{newLocks(t, srv.NewClient(t)), newLocks(t, srv.NewClient(t)), newLocks(t, srv.NewClient(t))}
+// lineUp starts n waiters on the fair lock name, owners w00, w01, …, each
+// after the one before it is in line; each takes the lock with lock (i is
+// its number) and releases it at once. It returns the owners in arrival
+// order, and served, which waits for all of them and returns the order in
+// which they got the lock.
+func lineUp(t *testing.T, rdb *redis.Client, name string, n int, lock func(i int, ctx context.Context) (*core.Lease, error)) (queued []string, served func() []string) {
+	t.Helper()
 	ctx := ctxTimeout(t, 30*time.Second)
-	holder := mustLock(t, clients[0].FairMutex("line"), ctx)
-
-	const waiters = 20
 	var mu sync.Mutex
-	var order, queued []string
+	var order []string
 	var wg sync.WaitGroup
-	for i := range waiters {
+	for i := range n {
 		owner := fmt.Sprintf("w%02d", i)
 		queued = append(queued, owner)
 		wg.Go(func() {
-			l, err := clients[i%3].FairMutex("line").Lock(core.WithOwner(ctx, owner))
+			l, err := lock(i, core.WithOwner(ctx, owner))
 			if err != nil {
 				t.Errorf("waiter %s: Lock: %v", owner, err)
 				return
@@ -55,10 +56,27 @@ func TestFairLockServesArrivalOrder(t *testing.T) {
 				t.Errorf("waiter %s: Unlock: %v", owner, err)
 			}
 		})
-		waitQueue(t, rdb, "line", queued) // the next waiter arrives after this one is in line
+		waitQueue(t, rdb, name, queued) // the next waiter arrives after this one is in line
 	}
+	return queued, func() []string {
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return order
+	}
+}
+
+func TestFairLockServesArrivalOrder(t *testing.T) {
+	srv, rdb := single(t)
+	clients := []*core.Client{newLocks(t, srv.NewClient(t)), newLocks(t, srv.NewClient(t)), newLocks(t, srv.NewClient(t))}
+	ctx := ctxTimeout(t, 30*time.Second)
+	holder := mustLock(t, clients[0].FairMutex("line"), ctx)
+
+	queued, served := lineUp(t, rdb, "line", 20, func(i int, ctx context.Context) (*core.Lease, error) {
+		return clients[i%3].FairMutex("line").Lock(ctx)
+	})
 	mustUnlock(t, holder)
-	wg.Wait()
+	order := served()
 	if !slices.Equal(order, queued) {
 		t.Fatalf("acquisition order = %q, want arrival order %q", order, queued)
 	}

@@ -2,10 +2,8 @@ package core_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,43 +25,18 @@ func TestKeptPlacesNeedNoRetries(t *testing.T) {
 	var obs countingObserver
 	waiting := newLocks(t, srv.NewClient(t), core.WithObserver(&obs))
 	holding := newLocks(t, rdb)
-	lock := func(c *core.Client, ctx context.Context) (*core.Lease, error) {
-		return c.FairMutex(name, opt).Lock(ctx)
-	}
-	ctx := ctxTimeout(t, 30*time.Second)
-	held, err := lock(holding, ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := mustLock(t, holding.FairMutex(name, opt), ctxTimeout(t, 30*time.Second))
 	const waiters = 20
-	var queued, order []string
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := range waiters {
-		owner := fmt.Sprintf("w%02d", i)
-		queued = append(queued, owner)
-		wg.Go(func() {
-			l, err := lock(waiting, core.WithOwner(ctx, owner))
-			if err != nil {
-				t.Errorf("waiter %s: %v", owner, err)
-				return
-			}
-			mu.Lock()
-			order = append(order, owner)
-			mu.Unlock()
-			if err := l.Unlock(context.Background()); err != nil {
-				t.Errorf("waiter %s: Unlock: %v", owner, err)
-			}
-		})
-		waitQueue(t, rdb, name, queued)
-	}
+	queued, served := lineUp(t, rdb, name, waiters, func(_ int, ctx context.Context) (*core.Lease, error) {
+		return waiting.FairMutex(name, opt).Lock(ctx)
+	})
 	before := obs.waits.Load()
 	time.Sleep(hold)
 	looks := obs.waits.Load() - before
 	// The line is whole: no place lapsed while its waiter waited.
 	waitQueue(t, rdb, name, queued)
 	mustUnlock(t, held)
-	wg.Wait()
+	order := served()
 	t.Logf("%d waiters looked %d times in %s (waiter timeout %s)", waiters, looks, hold, wt)
 	if limit := int64(waiters * 6); looks > limit {
 		t.Errorf("waiters looked %d times in %s, want at most %d (renewing their own places: ~%d)", looks, hold, limit, waiters*int(hold/(wt/3)))
