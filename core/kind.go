@@ -42,6 +42,14 @@ type protocol interface {
 	channel(owner string) string
 }
 
+// resolver is what resolving an attempt of unknown outcome needs of a
+// protocol (settle.go, replica.go): every protocol is one, and so is a
+// RedLock's per-node Mutex, which only ever gives back and releases.
+type resolver interface {
+	info() LockInfo
+	abort(ctx context.Context, t try) error
+}
+
 // renewal names the hold a renewal is for: its owner and fencing token.
 // lease 0 only checks that the hold lives (renewNow, fixed LeaseTime).
 type renewal struct {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // receiptTTL is how long a release receipt is kept: an Unlock whose reply
@@ -79,33 +77,19 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error)
 	return m.c.acquire(ctx, fairAttempt{FairMutex: m.line, mutex: true}, false, opts)
 }
 
-// The methods below are the plain mutex protocol (mutex_acquire.lua,
-// mutex_release.lua: no line, a release wakes the lock's channel). A
-// RedLock uses a Mutex per node as that protocol for its releases,
-// give-backs and replica checks; its acquisition is redlock_acquire.lua.
+// The methods below give back and release a hold on the plain mutex
+// protocol (mutex_release.lua: no line; a release wakes the lock's
+// channel). A RedLock keeps a Mutex per node for its releases, give-backs
+// and replica checks; its acquisition is redlock_acquire.lua and its
+// renewal mutex_renew.lua, per node.
 
-func (m *Mutex) info() LockInfo        { return LockInfo{Kind: m.kind, Name: m.k.name} }
-func (m *Mutex) holdKey() string       { return m.k.lock }
-func (m *Mutex) channel(string) string { return m.k.ch }
-func ms(d time.Duration) string        { return strconv.FormatInt(d.Milliseconds(), 10) }
-func msDur(n int64) time.Duration      { return time.Duration(n) * time.Millisecond }
-
-func (m *Mutex) acquire(ctx context.Context, t try) (acquireReply, error) {
-	return m.c.acquireScript(ctx, m, t, scriptMutexAcquire, []string{m.k.lock, m.k.fence, m.k.receipt(t.id)},
-		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), boolArg(t.watchdog), t.replayArg())
-}
+func (m *Mutex) info() LockInfo   { return LockInfo{Kind: m.kind, Name: m.k.name} }
+func ms(d time.Duration) string   { return strconv.FormatInt(d.Milliseconds(), 10) }
+func msDur(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func (m *Mutex) abort(ctx context.Context, t try) error {
 	_, err := m.releaseAs(ctx, t.abortRelease(), "1")
 	return err
-}
-
-func (m *Mutex) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd {
-	return scriptMutexRenew.EvalSha(ctx, pipe, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(r.token))
-}
-
-func (m *Mutex) renewOne(ctx context.Context, r renewal) (bool, error) {
-	return decodeRenew(scriptMutexRenew.run(ctx, m.c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
 }
 
 func (m *Mutex) release(ctx context.Context, r releaseArgs) (releaseReply, error) {

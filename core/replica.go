@@ -172,7 +172,7 @@ func isRedirect(err error) bool {
 // the background until the hold's lease would have ended (settle.go); one
 // that succeeds is sent again if a new master appears soon after
 // (release_retry.go): it may have landed on a master being demoted.
-func (c *Client) replicated(ctx context.Context, p protocol, t try, acked acks) error {
+func (c *Client) replicated(ctx context.Context, p resolver, t try, acked acks) error {
 	rs := c.cfg.replica
 	if rs == nil || acked.got == noReplicaCheck || acked.got >= acked.want {
 		return nil

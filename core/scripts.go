@@ -73,7 +73,6 @@ func registerScript(name string, libs ...string) *script {
 }
 
 var (
-	scriptMutexAcquire = registerScript("mutex_acquire", "lib_fence", "lib_attempt", "lib_hold")
 	scriptMutexRelease = registerScript("mutex_release", "lib_fence", "lib_attempt", "lib_hold")
 	scriptMutexRenew   = registerScript("mutex_renew", "lib_lease", "lib_renew")
 )

@@ -18,7 +18,7 @@ const settleBackoff = time.Second
 
 // settleLater settles t on a Client-owned goroutine, so the caller does not
 // wait for Redis past its context.
-func (c *Client) settleLater(p protocol, t try) {
+func (c *Client) settleLater(p resolver, t try) {
 	if !c.spawn(func() { c.settle(p, t) }) {
 		c.settle(p, t) // closed: one bounded try in place
 	}
@@ -30,7 +30,7 @@ func (c *Client) settleLater(p protocol, t try) {
 // timeout, and is not cut short by Close itself: an attempt that won while
 // the Client was closing is still given back (Close waits for it, for at
 // most closeGrace), instead of holding the lock for a whole lease.
-func (c *Client) settle(p protocol, t try) {
+func (c *Client) settle(p resolver, t try) {
 	until := time.Now().Add(max(t.lease, receiptTTL))
 	pause := 50 * time.Millisecond
 	for {
