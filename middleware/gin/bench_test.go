@@ -21,8 +21,8 @@ func BenchmarkMiddleware(b *testing.B) {
 	e := newEnv(b)
 	r := gin.New()
 	r.POST("/plain/:item/buy", okHandler)
-	r.POST("/locked/:item/buy", ginlock.Middleware(e.locks, "seckill:{path.item}:{header.X-User-ID}"), okHandler)
-	r.POST("/json/:item/buy", ginlock.Middleware(e.locks, "seckill:{path.item}:{json.user.id}"), okHandler)
+	r.POST("/locked/:item/buy", ginlock.Middleware(e.Locks, "seckill:{path.item}:{header.X-User-ID}"), okHandler)
+	r.POST("/json/:item/buy", ginlock.Middleware(e.Locks, "seckill:{path.item}:{json.user.id}"), okHandler)
 
 	body := `{"user":{"id":"u-7","name":"x"},"qty":1}`
 	for _, bm := range []struct{ name, path, body string }{

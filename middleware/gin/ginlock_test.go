@@ -66,7 +66,7 @@ func TestSameKeyOneHolderAtATime(t *testing.T) {
 	t.Run("WithWait: all succeed in turn", func(t *testing.T) {
 		var cs critical
 		r := gin.New()
-		r.POST("/items/:item", ginlock.Middleware(e.locks, "item:{path.item}", ginlock.WithWait(20*time.Second)), cs.handler(20*time.Millisecond))
+		r.POST("/items/:item", ginlock.Middleware(e.Locks, "item:{path.item}", ginlock.WithWait(20*time.Second)), cs.handler(20*time.Millisecond))
 		s := serve(t, r)
 
 		statuses := concurrently(t, s, 8, "/items/42")
@@ -78,16 +78,16 @@ func TestSameKeyOneHolderAtATime(t *testing.T) {
 		if n := cs.overlaps.Load(); n != 0 {
 			t.Errorf("handlers overlapped in the critical section %d times, want 0", n)
 		}
-		if e.held(t, "item:42") {
+		if e.Held(t, "item:42") {
 			t.Error("lock item:42 still exists after every request finished, want released")
 		}
 	})
 
 	t.Run("fair lock, WithWait: all succeed in turn", func(t *testing.T) {
-		requireKind(t, e.locks, core.Spec{Kind: core.KindFair})
+		requireKind(t, e.Locks, core.Spec{Kind: core.KindFair})
 		var cs critical
 		r := gin.New()
-		r.POST("/items/:item", ginlock.Middleware(e.locks, "fair:{path.item}", ginlock.Fair(), ginlock.WithWait(20*time.Second)), cs.handler(20*time.Millisecond))
+		r.POST("/items/:item", ginlock.Middleware(e.Locks, "fair:{path.item}", ginlock.Fair(), ginlock.WithWait(20*time.Second)), cs.handler(20*time.Millisecond))
 		s := serve(t, r)
 
 		statuses := concurrently(t, s, 6, "/items/42")
@@ -104,7 +104,7 @@ func TestSameKeyOneHolderAtATime(t *testing.T) {
 	t.Run("fail fast: the others get 409", func(t *testing.T) {
 		var cs critical
 		r := gin.New()
-		r.POST("/items/:item", ginlock.Middleware(e.locks, "item:{path.item}"), cs.handler(50*time.Millisecond))
+		r.POST("/items/:item", ginlock.Middleware(e.Locks, "item:{path.item}"), cs.handler(50*time.Millisecond))
 		s := serve(t, r)
 
 		statuses := concurrently(t, s, 8, "/items/43")
@@ -131,7 +131,7 @@ func TestDifferentKeysDoNotBlock(t *testing.T) {
 	e := newEnv(t)
 	g := newGate()
 	r := gin.New()
-	r.POST("/items/:item", ginlock.Middleware(e.locks, "item:{path.item}"), g.handler)
+	r.POST("/items/:item", ginlock.Middleware(e.Locks, "item:{path.item}"), g.handler)
 	s := serve(t, r)
 
 	first := make(chan reply, 1)
@@ -160,7 +160,7 @@ func TestBusy409(t *testing.T) {
 	r := gin.New()
 	var handled atomic.Int64
 	r.POST("/seckill/:item/buy",
-		ginlock.Middleware(e.locks, "seckill:{path.item}:{header.X-User-ID}"),
+		ginlock.Middleware(e.Locks, "seckill:{path.item}:{header.X-User-ID}"),
 		func(c *gin.Context) { handled.Add(1); g.handler(c) })
 	s := serve(t, r)
 
@@ -216,10 +216,10 @@ func requireKind(t *testing.T, locks *core.Client, spec core.Spec) {
 
 func TestSemaphore429(t *testing.T) {
 	e := newEnv(t)
-	requireKind(t, e.locks, core.Spec{Kind: core.KindSemaphore, Permits: 2})
+	requireKind(t, e.Locks, core.Spec{Kind: core.KindSemaphore, Permits: 2})
 	g := newGate()
 	r := gin.New()
-	r.POST("/export/:tenant", ginlock.Middleware(e.locks, "export:{path.tenant}", ginlock.Semaphore(2)), g.handler)
+	r.POST("/export/:tenant", ginlock.Middleware(e.Locks, "export:{path.tenant}", ginlock.Semaphore(2)), g.handler)
 	s := serve(t, r)
 
 	held := make(chan reply, 2)
@@ -243,11 +243,11 @@ func TestSemaphore429(t *testing.T) {
 
 func TestReadWrite(t *testing.T) {
 	e := newEnv(t)
-	requireKind(t, e.locks, core.Spec{Kind: core.KindRead})
+	requireKind(t, e.Locks, core.Spec{Kind: core.KindRead})
 	g := newGate()
 	r := gin.New()
-	r.GET("/doc/:id", ginlock.Middleware(e.locks, "doc:{path.id}", ginlock.Read()), g.handler)
-	r.PUT("/doc/:id", ginlock.Middleware(e.locks, "doc:{path.id}", ginlock.Write()), okHandler)
+	r.GET("/doc/:id", ginlock.Middleware(e.Locks, "doc:{path.id}", ginlock.Read()), g.handler)
+	r.PUT("/doc/:id", ginlock.Middleware(e.Locks, "doc:{path.id}", ginlock.Write()), okHandler)
 	s := serve(t, r)
 
 	readers := make(chan reply, 2)
@@ -301,7 +301,7 @@ func TestBadKey400(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var handled atomic.Bool
 			r := gin.New()
-			r.POST("/x", ginlock.Middleware(e.locks, tt.template, tt.opts...), func(c *gin.Context) { handled.Store(true) })
+			r.POST("/x", ginlock.Middleware(e.Locks, tt.template, tt.opts...), func(c *gin.Context) { handled.Store(true) })
 			s := serve(t, r)
 
 			got := s.post(t, "/x"+tt.query, tt.body, tt.header...)
@@ -424,7 +424,7 @@ func TestStartUpErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			locks := tt.locks
 			if tt.name != "nil client" {
-				locks = e.locks
+				locks = e.Locks
 			}
 			h, err := ginlock.New(locks, tt.template, tt.opts...)
 			if err == nil || h != nil || !strings.Contains(err.Error(), tt.want) {
@@ -454,17 +454,17 @@ func TestSources(t *testing.T) {
 		}
 		c.String(http.StatusOK, l.Name())
 	}
-	r.GET("/p/:a/*rest", ginlock.Middleware(e.locks, "p:{path.a}:{path.rest}"), name)
-	r.GET("/q", ginlock.Middleware(e.locks, "q:{query.k}:{query.a b}"), name)
-	r.GET("/h", ginlock.Middleware(e.locks, "h:{header.x-user-id}/{header.Host}"), name)
-	r.POST("/j", ginlock.Middleware(e.locks, "j:{json.order.items.1.sku}:{json.n}:{json.ok}:{json.s}:{json.0}"), name)
+	r.GET("/p/:a/*rest", ginlock.Middleware(e.Locks, "p:{path.a}:{path.rest}"), name)
+	r.GET("/q", ginlock.Middleware(e.Locks, "q:{query.k}:{query.a b}"), name)
+	r.GET("/h", ginlock.Middleware(e.Locks, "h:{header.x-user-id}/{header.Host}"), name)
+	r.POST("/j", ginlock.Middleware(e.Locks, "j:{json.order.items.1.sku}:{json.n}:{json.ok}:{json.s}:{json.0}"), name)
 	r.GET("/c", func(c *gin.Context) {
 		c.Set("user", "u1")
 		c.Set("id", userID(42))
 		c.Set("at", time.Duration(1500)*time.Millisecond)
-	}, ginlock.Middleware(e.locks, "c:{ctx.user}:{ctx.id}:{ctx.at}"), name)
-	r.PUT("/r/:id", ginlock.Middleware(e.locks, "r:{method}:{route}"), name)
-	r.GET("/f", ginlock.Middleware(e.locks, "f:{tenant}:{auth.user}",
+	}, ginlock.Middleware(e.Locks, "c:{ctx.user}:{ctx.id}:{ctx.at}"), name)
+	r.PUT("/r/:id", ginlock.Middleware(e.Locks, "r:{method}:{route}"), name)
+	r.GET("/f", ginlock.Middleware(e.Locks, "f:{tenant}:{auth.user}",
 		ginlock.WithSource("tenant", func(c *gin.Context) (string, bool) { return c.GetHeader("X-Tenant"), true }),
 		ginlock.WithSource("auth.user", func(c *gin.Context) (string, bool) { return "alice", true }),
 	), name)
@@ -512,13 +512,13 @@ func TestJSONBodyStaysReadable(t *testing.T) {
 		c.String(http.StatusOK, "%d %v %s", o.Order.ID, o.Order.Items, o.Note)
 	}
 	r := gin.New()
-	r.POST("/orders", ginlock.Middleware(e.locks, "order:{json.order.id}"), bind)
+	r.POST("/orders", ginlock.Middleware(e.Locks, "order:{json.order.id}"), bind)
 	// An earlier middleware that bound the body with ShouldBindBodyWith
 	// leaves it cached in the gin context, not in Request.Body.
 	r.POST("/cached", func(c *gin.Context) {
 		var o order
 		_ = c.ShouldBindBodyWithJSON(&o)
-	}, ginlock.Middleware(e.locks, "order:{json.order.id}"), func(c *gin.Context) {
+	}, ginlock.Middleware(e.Locks, "order:{json.order.id}"), func(c *gin.Context) {
 		var o order
 		if err := c.ShouldBindBodyWithJSON(&o); err != nil {
 			c.String(http.StatusInternalServerError, "bind: %v", err)
@@ -547,7 +547,7 @@ func TestLostLockCancelsHandler(t *testing.T) {
 			c.Next()
 			released <- c.Errors.Last()
 		},
-		ginlock.Middleware(e.locks, "job:{path.id}"),
+		ginlock.Middleware(e.Locks, "job:{path.id}"),
 		func(c *gin.Context) {
 			l, _ := ginlock.LeaseFrom(c)
 			entered <- l.Name()
@@ -564,7 +564,7 @@ func TestLostLockCancelsHandler(t *testing.T) {
 	done := make(chan reply, 1)
 	go func() { done <- s.do(context.Background(), http.MethodPost, "/jobs/1", "") }()
 	name := <-entered
-	if err := e.rdb.Del(context.Background(), "keylock:{"+name+"}").Err(); err != nil {
+	if err := e.RDB.Del(context.Background(), "keylock:{"+name+"}").Err(); err != nil {
 		t.Fatalf("DEL the lock behind the handler's back: %v", err)
 	}
 	got := <-done
@@ -579,15 +579,15 @@ func TestLostLockCancelsHandler(t *testing.T) {
 func TestHandlerReentersItsLock(t *testing.T) {
 	e := newEnv(t)
 	r := gin.New()
-	r.POST("/items/:id", ginlock.Middleware(e.locks, "item:{path.id}"), func(c *gin.Context) {
+	r.POST("/items/:id", ginlock.Middleware(e.Locks, "item:{path.id}"), func(c *gin.Context) {
 		l, _ := ginlock.LeaseFrom(c)
-		nested, err := e.locks.Mutex(l.Name()).Lock(c.Request.Context())
+		nested, err := e.Locks.Mutex(l.Name()).Lock(c.Request.Context())
 		if err != nil {
 			c.String(http.StatusInternalServerError, "nested Lock under the request context: %v", err)
 			return
 		}
 		// Another owner (a bare context) is still locked out.
-		_, otherErr := e.locks.Mutex(l.Name()).TryLock(context.Background())
+		_, otherErr := e.Locks.Mutex(l.Name()).TryLock(context.Background())
 		unlockErr := nested.Unlock(context.Background())
 		c.String(http.StatusOK, "%v %v %v", nested.Token() == l.Token(), errors.Is(otherErr, core.ErrLocked), unlockErr)
 	})
@@ -596,7 +596,7 @@ func TestHandlerReentersItsLock(t *testing.T) {
 	if got := s.post(t, "/items/5", ""); got.status != http.StatusOK || got.body != "true true <nil>" {
 		t.Errorf("status %d, %q; want 200 and \"true true <nil>\" (re-entry with the same token, others locked out, nested unlock ok)", got.status, got.body)
 	}
-	if e.held(t, "item:5") {
+	if e.Held(t, "item:5") {
 		t.Error("lock item:5 still exists after the request, want released")
 	}
 }
@@ -610,7 +610,7 @@ func TestRequestRestoredAfterChain(t *testing.T) {
 		c.Next()
 		_, leaseAfter := ginlock.LeaseFrom(c)
 		result <- fmt.Sprintf("restored=%v lease-after=%v ctx-err=%v", c.Request == orig, leaseAfter, orig.Context().Err())
-	}, ginlock.Middleware(e.locks, "x"), func(c *gin.Context) {
+	}, ginlock.Middleware(e.Locks, "x"), func(c *gin.Context) {
 		_, ok := ginlock.LeaseFrom(c)
 		c.String(http.StatusOK, "lease-inside=%v", ok)
 	})
@@ -632,7 +632,7 @@ func TestReleaseWhenClientDisconnects(t *testing.T) {
 	r.POST("/items/:id", func(c *gin.Context) {
 		c.Next()
 		afterRelease <- struct{}{}
-	}, ginlock.Middleware(e.locks, "item:{path.id}"), g.handler) // the handler returns when the request context ends
+	}, ginlock.Middleware(e.Locks, "item:{path.id}"), g.handler) // the handler returns when the request context ends
 	s := serve(t, r)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -648,7 +648,7 @@ func TestReleaseWhenClientDisconnects(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the chain did not return within 10s after the client went away")
 	}
-	if e.held(t, name) {
+	if e.Held(t, name) {
 		t.Errorf("lock %q still held after the client disconnected and the handler returned, want released", name)
 	}
 	close(g.open)
@@ -666,7 +666,7 @@ func TestClientGoneWhileWaiting499(t *testing.T) {
 	r.POST("/items/:id", func(c *gin.Context) {
 		c.Next()
 		statuses <- c.Writer.Status()
-	}, ginlock.Middleware(e.locks, "item:{path.id}", ginlock.WithWait(time.Minute)), g.handler)
+	}, ginlock.Middleware(e.Locks, "item:{path.id}", ginlock.WithWait(time.Minute)), g.handler)
 	s := serve(t, r)
 
 	holder := make(chan reply, 1)
@@ -698,7 +698,7 @@ func TestObserversSeeTheTemplate(t *testing.T) {
 	obs := newObserver()
 	e := newEnv(t, core.WithObserver(obs))
 	r := gin.New()
-	r.GET("/u/:id", ginlock.Middleware(e.locks, "user:{path.id}"), okHandler)
+	r.GET("/u/:id", ginlock.Middleware(e.Locks, "user:{path.id}"), okHandler)
 	s := serve(t, r)
 
 	s.get(t, "/u/1")
@@ -711,13 +711,13 @@ func TestDeadlineWhileWaiting504(t *testing.T) {
 	e := newEnv(t)
 	g := newGate()
 	r := gin.New()
-	r.POST("/hold/:id", ginlock.Middleware(e.locks, "item:{path.id}"), g.handler)
+	r.POST("/hold/:id", ginlock.Middleware(e.Locks, "item:{path.id}"), g.handler)
 	r.POST("/wait/:id", func(c *gin.Context) { // a request deadline, as a timeout middleware sets
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 200*time.Millisecond)
 		defer cancel()
 		c.Request = c.Request.WithContext(ctx)
 		c.Next()
-	}, ginlock.Middleware(e.locks, "item:{path.id}", ginlock.WithWait(time.Minute)), okHandler)
+	}, ginlock.Middleware(e.Locks, "item:{path.id}", ginlock.WithWait(time.Minute)), okHandler)
 	s := serve(t, r)
 
 	holder := make(chan reply, 1)
@@ -750,7 +750,7 @@ func TestCustomResponses(t *testing.T) {
 			c.String(status, "bad")
 		}),
 	}
-	r.POST("/items/:id", ginlock.Middleware(e.locks, "item:{path.id}:{header.X-User-ID}", opts...), g.handler)
+	r.POST("/items/:id", ginlock.Middleware(e.Locks, "item:{path.id}:{header.X-User-ID}", opts...), g.handler)
 	s := serve(t, r)
 
 	if got := s.post(t, "/items/1", ""); got.status != http.StatusBadRequest || got.body != "bad" {
@@ -779,7 +779,7 @@ func TestReleaseAfterHandlerPanics(t *testing.T) {
 	e := newEnv(t)
 	r := gin.New()
 	r.Use(gin.CustomRecovery(func(c *gin.Context, _ any) { c.AbortWithStatus(http.StatusInternalServerError) }))
-	r.POST("/items/:id", ginlock.Middleware(e.locks, "item:{path.id}"), func(c *gin.Context) {
+	r.POST("/items/:id", ginlock.Middleware(e.Locks, "item:{path.id}"), func(c *gin.Context) {
 		if c.GetHeader("X-Panic") != "" {
 			panic("handler bug")
 		}
@@ -790,7 +790,7 @@ func TestReleaseAfterHandlerPanics(t *testing.T) {
 	if got := s.post(t, "/items/3", "", "X-Panic: 1"); got.status != http.StatusInternalServerError {
 		t.Fatalf("panicking handler: status %d, want 500 from the recovery middleware", got.status)
 	}
-	if e.held(t, "item:3") {
+	if e.Held(t, "item:3") {
 		t.Error("lock item:3 still held after the handler panicked, want released")
 	}
 	if got := s.post(t, "/items/3", ""); got.status != http.StatusOK {
@@ -811,11 +811,11 @@ func TestServerFailuresAreRecordedWithCError(t *testing.T) {
 	}
 	r := gin.New()
 	r.Use(record)
-	r.POST("/busy/:id", ginlock.Middleware(e.locks, "b:{path.id}"), okHandler)
+	r.POST("/busy/:id", ginlock.Middleware(e.Locks, "b:{path.id}"), okHandler)
 	r.POST("/open/:id", ginlock.Middleware(locks, "o:{path.id}", ginlock.WithFailOpen(true)), okHandler)
 	s := serve(t, r)
 
-	lease, err := e.locks.Mutex("b:1").TryLock(context.Background())
+	lease, err := e.Locks.Mutex("b:1").TryLock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -843,7 +843,7 @@ func TestCtxValueOfWrongTypeIs500(t *testing.T) {
 	var ran atomic.Bool
 	r := gin.New()
 	r.GET("/c", func(c *gin.Context) { c.Set("user", struct{ ID int }{7}) },
-		ginlock.Middleware(e.locks, "c:{ctx.user}"), func(c *gin.Context) { ran.Store(true) })
+		ginlock.Middleware(e.Locks, "c:{ctx.user}"), func(c *gin.Context) { ran.Store(true) })
 	s := serve(t, r)
 	got := s.get(t, "/c")
 	if got.status != http.StatusInternalServerError || got.json(t)["error"] != "lock_source_failed" || strings.Contains(got.body, "struct") {

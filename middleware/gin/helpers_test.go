@@ -11,38 +11,16 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
-	"github.com/keylock/keylock/internal/redistest"
+	"github.com/keylock/keylock/internal/locktest"
 	ginlock "github.com/keylock/keylock/middleware/gin"
 )
 
-// env is one real redis-server, a go-redis client and a core.Client on it.
-type env struct {
-	srv   *redistest.Server
-	rdb   *redis.Client
-	locks *core.Client
-}
+// env is a redis-server, a go-redis client and a core.Client on it.
+type env = locktest.Env
 
-func newEnv(t testing.TB, opts ...core.Option) *env {
-	t.Helper()
-	srv := redistest.NewServer(t)
-	rdb := srv.NewClient(t)
-	locks := core.New(rdb, opts...)
-	t.Cleanup(func() { _ = locks.Close() })
-	return &env{srv: srv, rdb: rdb, locks: locks}
-}
-
-// held reports whether the lock called name exists in Redis.
-func (e *env) held(t testing.TB, name string) bool {
-	t.Helper()
-	n, err := e.rdb.Exists(context.Background(), "keylock:{"+name+"}").Result()
-	if err != nil {
-		t.Fatalf("EXISTS lock %q: %v", name, err)
-	}
-	return n == 1
-}
+func newEnv(t testing.TB, opts ...core.Option) *env { return locktest.New(t, opts...) }
 
 // server serves engine on a loopback port until the test ends.
 type server struct {

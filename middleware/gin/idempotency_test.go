@@ -23,7 +23,7 @@ import (
 func orderEngine(t testing.TB, e *env, runs *atomic.Int32, opts ...idempotency.Option) server {
 	t.Helper()
 	r := gin.New()
-	r.POST("/shops/:shop/orders", ginlock.Idempotency(e.locks, e.rdb, "orders:{path.shop}:{header.X-User-ID}", opts...),
+	r.POST("/shops/:shop/orders", ginlock.Idempotency(e.Locks, e.RDB, "orders:{path.shop}:{header.X-User-ID}", opts...),
 		func(c *gin.Context) {
 			n := runs.Add(1)
 			lease, ok := ginlock.LeaseFrom(c)
@@ -110,7 +110,7 @@ func TestIdempotencyOutlivesLease(t *testing.T) {
 	var runs atomic.Int32
 	entered, done := make(chan struct{}, 1), make(chan struct{})
 	r := gin.New()
-	r.POST("/slow", ginlock.Idempotency(e.locks, e.rdb, "slow"), func(c *gin.Context) {
+	r.POST("/slow", ginlock.Idempotency(e.Locks, e.RDB, "slow"), func(c *gin.Context) {
 		runs.Add(1)
 		entered <- struct{}{}
 		<-done

@@ -29,7 +29,7 @@ func BenchmarkLockedRoute(b *testing.B) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux := http.NewServeMux()
 	mux.Handle("GET /plain/{item}", ok)
-	mux.Handle("GET /locked/{item}", httplock.Middleware(e.locks, "seckill:{path.item}:{header.X-User-ID}")(ok))
+	mux.Handle("GET /locked/{item}", httplock.Middleware(e.Locks, "seckill:{path.item}:{header.X-User-ID}")(ok))
 	ts := serve(b, mux)
 	client := ts.Client()
 	client.Transport.(*http.Transport).MaxConnsPerHost = 1
@@ -49,7 +49,7 @@ func BenchmarkLockedRoute(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	mu := e.locks.Mutex("bench-bare")
+	mu := e.Locks.Mutex("bench-bare")
 	lockUnlock := func() time.Duration {
 		start := time.Now()
 		ctx, cancel := context.WithCancel(context.Background())

@@ -15,7 +15,7 @@ import (
 func TestChiRoutes(t *testing.T) {
 	e := newEnv(t)
 	r := chi.NewRouter()
-	r.With(httplock.Middleware(e.locks, "order:{path.id}")).Post("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+	r.With(httplock.Middleware(e.Locks, "order:{path.id}")).Post("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
 		l, ok := httplock.LeaseFrom(r)
 		if !ok {
 			http.Error(w, "no lease", http.StatusInternalServerError)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,45 +15,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
-	"github.com/keylock/keylock/internal/redistest"
+	"github.com/keylock/keylock/internal/locktest"
 	httplock "github.com/keylock/keylock/middleware/http"
 )
 
 // env is one real redis-server and a core.Client on it.
-type env struct {
-	rdb   *redis.Client
-	locks *core.Client
-}
+type env = locktest.Env
 
-func newEnv(t testing.TB) *env {
-	t.Helper()
-	srv := redistest.NewServer(t)
-	rdb := srv.NewClient(t)
-	locks := core.New(rdb)
-	t.Cleanup(func() { _ = locks.Close() })
-	return &env{rdb: rdb, locks: locks}
-}
-
-// held reports whether the lock called name exists in Redis.
-func (e *env) held(t testing.TB, name string) bool {
-	t.Helper()
-	n, err := e.rdb.Exists(context.Background(), "keylock:{"+name+"}").Result()
-	if err != nil {
-		t.Fatalf("EXISTS %q: %v", name, err)
-	}
-	return n == 1
-}
+func newEnv(t testing.TB) *env { return locktest.New(t) }
 
 // serve runs h on a real net/http server on a loopback port until the test
-// ends. Handler panics are logged to nowhere.
-func serve(t testing.TB, h http.Handler) *httptest.Server {
-	t.Helper()
-	ts := httptest.NewUnstartedServer(h)
-	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	return ts
-}
+// ends.
+func serve(t testing.TB, h http.Handler) *httptest.Server { return locktest.Serve(t, h) }
 
 type reply struct {
 	status int
@@ -134,7 +106,7 @@ func TestOneRequestPerKey(t *testing.T) {
 	e := newEnv(t)
 	g := newGate()
 	mux := http.NewServeMux()
-	mux.Handle("POST /buy/{item}", httplock.Middleware(e.locks, "buy:{path.item}")(g))
+	mux.Handle("POST /buy/{item}", httplock.Middleware(e.Locks, "buy:{path.item}")(g))
 	ts := serve(t, mux)
 
 	first := make(chan reply, 1)
@@ -160,7 +132,7 @@ func TestOneRequestPerKey(t *testing.T) {
 			t.Errorf("holder: status %d, want 200", r.status)
 		}
 	}
-	if e.held(t, "buy:1") || e.held(t, "buy:2") {
+	if e.Held(t, "buy:1") || e.Held(t, "buy:2") {
 		t.Error("a lock is still held after its handler returned")
 	}
 }
@@ -169,7 +141,7 @@ func TestSemaphoreFullIs429(t *testing.T) {
 	e := newEnv(t)
 	g := newGate()
 	mux := http.NewServeMux()
-	mux.Handle("GET /r/{id}", httplock.Middleware(e.locks, "r:{path.id}", httplock.Semaphore(2))(g))
+	mux.Handle("GET /r/{id}", httplock.Middleware(e.Locks, "r:{path.id}", httplock.Semaphore(2))(g))
 	ts := serve(t, mux)
 	held := make(chan reply, 2)
 	for range 2 {
@@ -193,8 +165,8 @@ func TestBadKeyIs400(t *testing.T) {
 	var ran atomic.Int32
 	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Add(1) })
 	mux := http.NewServeMux()
-	mux.Handle("POST /u", httplock.Middleware(e.locks, "u:{header.X-User-ID}")(h))
-	mux.Handle("POST /o", httplock.Middleware(e.locks, "o:{json.order_id}", httplock.WithMaxBodyBytes(64))(h))
+	mux.Handle("POST /u", httplock.Middleware(e.Locks, "u:{header.X-User-ID}")(h))
+	mux.Handle("POST /o", httplock.Middleware(e.Locks, "o:{json.order_id}", httplock.WithMaxBodyBytes(64))(h))
 	ts := serve(t, mux)
 	for _, tc := range []struct{ path, body, ph, reason string }{
 		{"/u", "", "{header.X-User-ID}", "missing"},
@@ -238,9 +210,9 @@ func TestSourcesAndReadableBody(t *testing.T) {
 		_, _ = io.WriteString(w, l.Name())
 	})
 	mux := http.NewServeMux()
-	mux.Handle("GET /p/{a}/{rest...}", httplock.Middleware(e.locks, "p:{path.a}:{path.rest}:{route}")(name))
-	mux.Handle("GET /q", httplock.Middleware(e.locks, "q:{query.k}:{header.X-User-Id}:{method}")(name))
-	mux.Handle("POST /j", httplock.Middleware(e.locks, "j:{json.ORDER.Id}:{tenant}",
+	mux.Handle("GET /p/{a}/{rest...}", httplock.Middleware(e.Locks, "p:{path.a}:{path.rest}:{route}")(name))
+	mux.Handle("GET /q", httplock.Middleware(e.Locks, "q:{query.k}:{header.X-User-Id}:{method}")(name))
+	mux.Handle("POST /j", httplock.Middleware(e.Locks, "j:{json.ORDER.Id}:{tenant}",
 		httplock.WithSource("tenant", func(r *http.Request) (string, bool) { return "acme", true }))(name))
 	ts := serve(t, mux)
 	for _, tc := range []struct{ method, path, body, want string }{
@@ -287,7 +259,7 @@ func TestRedisDown(t *testing.T) {
 func TestWaitDeadlineIs504(t *testing.T) {
 	e := newEnv(t)
 	g := newGate()
-	locked := httplock.Middleware(e.locks, "w:{path.id}", httplock.WithWait(time.Minute))(g)
+	locked := httplock.Middleware(e.Locks, "w:{path.id}", httplock.WithWait(time.Minute))(g)
 	mux := http.NewServeMux()
 	mux.Handle("GET /w/{id}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Has("short") {
@@ -311,7 +283,7 @@ func TestWaitDeadlineIs504(t *testing.T) {
 func TestHandlerPanicReleasesLock(t *testing.T) {
 	e := newEnv(t)
 	mux := http.NewServeMux()
-	mux.Handle("GET /x/{id}", httplock.Middleware(e.locks, "x:{path.id}")(http.HandlerFunc(
+	mux.Handle("GET /x/{id}", httplock.Middleware(e.Locks, "x:{path.id}")(http.HandlerFunc(
 		func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Query().Has("panic") {
 				panic(http.ErrAbortHandler)
@@ -341,7 +313,7 @@ func TestStartUpErrors(t *testing.T) {
 		{"a", []httplock.Option{httplock.WithWait(-1)}, "WithWait(-1ns) must not be negative"},
 		{"a", []httplock.Option{httplock.WithSource("path", func(*http.Request) (string, bool) { return "", false })}, `"path" is a built-in source`},
 	} {
-		_, err := httplock.New(e.locks, tc.template, tc.opts...)
+		_, err := httplock.New(e.Locks, tc.template, tc.opts...)
 		if err == nil || !strings.HasPrefix(err.Error(), "httplock: ") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%q): %v, want an httplock: error containing %q", tc.template, err, tc.want)
 			continue
@@ -352,10 +324,10 @@ func TestStartUpErrors(t *testing.T) {
 					t.Errorf("Middleware(%q) panicked with %#v, want New's error value", tc.template, p)
 				}
 			}()
-			httplock.Middleware(e.locks, tc.template, tc.opts...)
+			httplock.Middleware(e.Locks, tc.template, tc.opts...)
 		}()
 	}
-	if _, err := httplock.New(e.locks, "a", nil, httplock.WithWait(0), nil); err != nil {
+	if _, err := httplock.New(e.Locks, "a", nil, httplock.WithWait(0), nil); err != nil {
 		t.Errorf("New with nil options: %v, want them ignored", err)
 	}
 	if _, err := httplock.New(nil, "a"); err == nil {

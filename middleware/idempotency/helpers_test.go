@@ -3,7 +3,6 @@ package idempotency_test
 import (
 	"context"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,29 +11,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
-	"github.com/keylock/keylock/internal/redistest"
+	"github.com/keylock/keylock/internal/locktest"
 )
 
-// env is one real redis-server and a core.Client on it.
-type env struct {
-	srv   *redistest.Server
-	rdb   *redis.Client
-	locks *core.Client
-}
+// env is a redis-server, a go-redis client and a core.Client on it.
+type env = locktest.Env
 
-func newEnv(t testing.TB, opts ...core.Option) *env {
-	t.Helper()
-	srv := redistest.NewServer(t)
-	rdb := srv.NewClient(t)
-	locks := core.New(rdb, opts...)
-	t.Cleanup(func() { _ = locks.Close() })
-	return &env{srv: srv, rdb: rdb, locks: locks}
-}
+func newEnv(t testing.TB, opts ...core.Option) *env { return locktest.New(t, opts...) }
 
 // record returns the stored record of lock name, "" when there is none.
-func (e *env) record(t testing.TB, name string) string {
+func record(t testing.TB, e *env, name string) string {
 	t.Helper()
-	s, err := e.rdb.Get(context.Background(), "idempotency:response:{"+name+"}").Result()
+	s, err := e.RDB.Get(context.Background(), "idempotency:response:{"+name+"}").Result()
 	if err != nil && err != redis.Nil {
 		t.Fatalf("GET record: %v", err)
 	}
@@ -42,15 +30,8 @@ func (e *env) record(t testing.TB, name string) string {
 }
 
 // serve runs h on a real net/http server on a loopback port until the test
-// ends. Handler panics are logged to nowhere.
-func serve(t testing.TB, h http.Handler) *httptest.Server {
-	t.Helper()
-	ts := httptest.NewUnstartedServer(h)
-	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	return ts
-}
+// ends.
+func serve(t testing.TB, h http.Handler) *httptest.Server { return locktest.Serve(t, h) }
 
 type reply struct {
 	status int

@@ -40,7 +40,7 @@ func (o *orders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func serveOrders(t testing.TB, e *env, h http.Handler, opts ...idempotency.Option) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders", idempotency.Middleware(e.locks, e.rdb, "orders:{header.X-User-ID}", opts...)(h))
+	mux.Handle("POST /orders", idempotency.Middleware(e.Locks, e.RDB, "orders:{header.X-User-ID}", opts...)(h))
 	return serve(t, mux)
 }
 
@@ -168,10 +168,10 @@ func TestStaleRunnerCannotStore(t *testing.T) {
 	}
 	stale := send()
 	g.waitEntered(t)
-	if _, err := e.locks.ForceUnlock(context.Background(), name); err != nil {
+	if _, err := e.Locks.ForceUnlock(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
-	if rec := e.record(t, name); rec != "" {
+	if rec := record(t, e, name); rec != "" {
 		t.Fatalf("record %q after the force-unlock, want none", rec)
 	}
 	retry := send()
@@ -182,7 +182,7 @@ func TestStaleRunnerCannotStore(t *testing.T) {
 	if r := <-stale; r.status != http.StatusOK || r.body != "run 0" {
 		t.Errorf("stale runner's client: %d %q, want 200 run 0", r.status, r.body)
 	}
-	if rec := e.record(t, name); rec != "" {
+	if rec := record(t, e, name); rec != "" {
 		t.Errorf("the stale runner stored %q, want nothing", rec)
 	}
 	close(g.gates[1])
@@ -204,14 +204,14 @@ func TestLostLeaseStoresNothing(t *testing.T) {
 	first := make(chan reply, 1)
 	go func() { first <- do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: k2") }()
 	g.waitEntered(t)
-	if _, err := e.locks.ForceUnlock(context.Background(), name); err != nil {
+	if _, err := e.Locks.ForceUnlock(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
 	close(g.gates[0])
 	if r := <-first; r.status != http.StatusOK {
 		t.Errorf("first: %d, want 200", r.status)
 	}
-	if rec := e.record(t, name); rec != "" {
+	if rec := record(t, e, name); rec != "" {
 		t.Errorf("record %q, want none", rec)
 	}
 	close(g.gates[1])
@@ -233,7 +233,7 @@ func TestResponseOverCapIsAnsweredNotStored(t *testing.T) {
 	if r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: big")); r.status != http.StatusOK || r.body != big {
 		t.Errorf("first: %d, %d bytes; want 200 with all 100", r.status, len(r.body))
 	}
-	if rec := e.record(t, "idempotency:orders:u1:big"); strings.Contains(rec, "zzz") || !strings.Contains(rec, `"unstored":true`) {
+	if rec := record(t, e, "idempotency:orders:u1:big"); strings.Contains(rec, "zzz") || !strings.Contains(rec, `"unstored":true`) {
 		t.Errorf("record %q: want an unstored marker without the body", rec)
 	}
 	r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: big"))
@@ -266,8 +266,8 @@ func TestMissingKey(t *testing.T) {
 	e := newEnv(t)
 	h := &orders{}
 	mux := http.NewServeMux()
-	mux.Handle("POST /required", idempotency.Middleware(e.locks, e.rdb, "r", idempotency.WithRequired(true))(h))
-	mux.Handle("POST /optional", idempotency.Middleware(e.locks, e.rdb, "o")(h))
+	mux.Handle("POST /required", idempotency.Middleware(e.Locks, e.RDB, "r", idempotency.WithRequired(true))(h))
+	mux.Handle("POST /optional", idempotency.Middleware(e.Locks, e.RDB, "o")(h))
 	ts := serve(t, mux)
 	r := must(t, do(ts, "POST", "/required", "x"))
 	if r.status != http.StatusBadRequest || !strings.Contains(r.body, `"idempotency_key_missing"`) || h.runs.Load() != 0 {
@@ -348,7 +348,7 @@ func TestRedisDownIs503(t *testing.T) {
 	e := newEnv(t)
 	h := &orders{}
 	ts := serveOrders(t, e, h)
-	e.srv.Kill()
+	e.Srv.Kill()
 	r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: k"))
 	if r.status != http.StatusServiceUnavailable || h.runs.Load() != 0 {
 		t.Errorf("Redis down: %d %q runs=%d, want 503 and no run", r.status, r.body, h.runs.Load())
@@ -378,12 +378,12 @@ func TestStartUpErrors(t *testing.T) {
 		{[]idempotency.Option{idempotency.WithWait(-time.Second)}, "WithWait(-1s) must not be negative"},
 		{[]idempotency.Option{idempotency.WithMaxResponseBytes(-1)}, "WithMaxResponseBytes(-1) must not be negative"},
 	} {
-		_, err := idempotency.New(e.locks, e.rdb, "s", tc.opts...)
+		_, err := idempotency.New(e.Locks, e.RDB, "s", tc.opts...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want an error containing %q", err, tc.want)
 		}
 	}
-	if _, err := idempotency.New(e.locks, e.rdb, "s:{session.id}"); err == nil || !errors.Is(err, err) || !strings.Contains(err.Error(), `unknown source "session"`) {
+	if _, err := idempotency.New(e.Locks, e.RDB, "s:{session.id}"); err == nil || !errors.Is(err, err) || !strings.Contains(err.Error(), `unknown source "session"`) {
 		t.Errorf("unknown source: got %v", err)
 	}
 }
