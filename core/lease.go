@@ -151,25 +151,17 @@ func (l *Lease) release(ctx context.Context) (releaseReply, error) {
 		rep releaseReply
 		err error
 	}
-	done := make(chan result, 1)
-	if !l.c.spawn(func() {
+	res, ok, err := detach(l.c, ctx, func() result {
 		rep, err := call()
-		done <- result{rep, err}
-	}) {
-		// The Client is closed: release in place, bounded by ctx.
+		return result{rep, err}
+	}, nil)
+	switch {
+	case err != nil: // the Client is closed: release in place, bounded by ctx
 		return l.p.release(ctx, r)
+	case !ok:
+		return releaseReply{}, errAbandoned
 	}
-	select {
-	case r := <-done:
-		return r.rep, r.err
-	case <-ctx.Done():
-		select {
-		case r := <-done:
-			return r.rep, r.err
-		default:
-			return releaseReply{}, errAbandoned
-		}
-	}
+	return res.rep, res.err
 }
 
 // leaseContext is a lease's context: the caller's context made cancellable,

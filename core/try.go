@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"sync"
 )
 
 // errAbandoned is attempt's answer when ctx ended before Redis replied.
@@ -43,40 +42,20 @@ func (a *attempt) attempt(ctx, actx context.Context) (acquireReply, error) {
 		rep acquireReply
 		err error
 	}
-	var (
-		mu        sync.Mutex
-		abandoned bool
-	)
-	done := make(chan result, 1)
-	if !c.spawn(func() {
+	r, ok, err := detach(c, ctx, func() result {
 		rep, err := call()
-		mu.Lock()
-		if !abandoned {
-			done <- result{rep, err} // buffered: never blocks
-			mu.Unlock()
-			return
-		}
-		mu.Unlock()
+		return result{rep, err}
+	}, func(result) {
 		// The caller left: resolve the acquisition here, on this
 		// Client-owned goroutine, whatever the reply said.
 		c.settle(p, t)
-	}) {
-		return acquireReply{}, ErrClosed
+	})
+	switch {
+	case err != nil:
+		return acquireReply{}, err
+	case !ok:
+		a.settled = true
+		return acquireReply{}, errAbandoned
 	}
-	select {
-	case r := <-done:
-		return note(r.rep, r.err)
-	case <-ctx.Done():
-	}
-	mu.Lock()
-	select {
-	case r := <-done: // the reply made it after all
-		mu.Unlock()
-		return note(r.rep, r.err)
-	default:
-	}
-	abandoned = true
-	mu.Unlock()
-	a.settled = true
-	return acquireReply{}, errAbandoned
+	return note(r.rep, r.err)
 }
