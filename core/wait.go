@@ -54,21 +54,7 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 				err = cerr
 			}
 			w.handBack()
-			switch {
-			case err == errAbandoned && out.err != nil:
-				return nil, out.failed(ctx) // the budget ran out during an outage
-			case err == errAbandoned && ctx.Err() == nil && busy != nil:
-				return nil, busy // the wait budget ran out with an attempt in flight
-			case err == errAbandoned && ctx.Err() == nil:
-				return nil, wrapRedis("acquire", a.info.Name, fmt.Errorf("no reply from Redis within the %s wait", waitTimeout))
-			case err == errAbandoned && busy != nil:
-				return nil, &lockedCtxError{locked: busy, ctxErr: ctx.Err()}
-			case err == errAbandoned:
-				return nil, fmt.Errorf("keylock: acquire %q: %w", a.info.Name, ctx.Err())
-			case err == ErrClosed:
-				return nil, ErrClosed
-			}
-			return nil, wrapRedis("acquire", a.info.Name, err)
+			return nil, a.failure(ctx, err, busy, &out, waitTimeout)
 		}
 		out.replied()
 		w.woken = false
@@ -78,8 +64,7 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 				if a.late++; a.late < maxLateWins {
 					continue // the reply came too late to use: try again
 				}
-				return nil, fmt.Errorf("keylock: acquire %q: %w: %d wins in a row came back too late to use (the last round trip took %s, a %s lease allows less): the lease is too short for the round trip to Redis",
-					a.info.Name, inner(ErrUnavailable), a.late, time.Since(sent).Round(time.Millisecond), a.t.lease)
+				return nil, a.tooLate(sent)
 			}
 			return l, err
 		}
@@ -102,22 +87,9 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 			}
 			return nil, &lockedCtxError{locked: busy, ctxErr: err}
 		}
-		d := rep.ttl
-		switch {
-		case d < -time.Millisecond: // the key vanished between the checks: retry now
+		d, now := w.pause(rep, bounded)
+		if now {
 			continue
-		case d < 0: // the key has no expiry
-			d = noTTLWait
-		case d == 0: // expiring now, or no TTL to report: a short pause, not a spin
-			d = 10 * time.Millisecond
-		default: // retry just after the holder's lease ends
-			d += time.Millisecond
-		}
-		switch {
-		case bounded:
-			d = min(d, noTTLWait)
-		case rep.lined:
-			d = w.lineWait(d, rep)
 		}
 		if c.cfg.deadlockGlob != "" {
 			nested, err := a.deadlockCheck(actx)
@@ -151,6 +123,59 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 			return l, err
 		}
 	}
+}
+
+// failure is the error a Lock or TryLock returns after its attempt failed
+// with err (and was not ridden out): busy is the last refusal, if there
+// was one; out the outage the attempts met.
+func (a *attempt) failure(ctx context.Context, err error, busy *LockedError, out *outage, waitTimeout time.Duration) error {
+	switch {
+	case err == errAbandoned && out.err != nil:
+		return out.failed(ctx) // the budget ran out during an outage
+	case err == errAbandoned && ctx.Err() == nil && busy != nil:
+		return busy // the wait budget ran out with an attempt in flight
+	case err == errAbandoned && ctx.Err() == nil:
+		return wrapRedis("acquire", a.info.Name, fmt.Errorf("no reply from Redis within the %s wait", waitTimeout))
+	case err == errAbandoned && busy != nil:
+		return &lockedCtxError{locked: busy, ctxErr: ctx.Err()}
+	case err == errAbandoned:
+		return fmt.Errorf("keylock: acquire %q: %w", a.info.Name, ctx.Err())
+	case err == ErrClosed:
+		return ErrClosed
+	}
+	return wrapRedis("acquire", a.info.Name, err)
+}
+
+// tooLate is the error of a Lock whose wins kept coming back too late to
+// use (the last one sent at sent).
+func (a *attempt) tooLate(sent time.Time) error {
+	return fmt.Errorf("keylock: acquire %q: %w: %d wins in a row came back too late to use (the last round trip took %s, a %s lease allows less): the lease is too short for the round trip to Redis",
+		a.info.Name, inner(ErrUnavailable), a.late, time.Since(sent).Round(time.Millisecond), a.t.lease)
+}
+
+// pause is how long a waiter waits after the refusal rep before it looks
+// again (now: not at all, the key vanished between the checks): just past
+// the holder's lease; at most noTTLWait when wake-ups are unavailable
+// (bounded); as lineWait says for a waiter standing in a line.
+func (s *waitState) pause(rep acquireReply, bounded bool) (d time.Duration, now bool) {
+	d = rep.ttl
+	switch {
+	case d < -time.Millisecond:
+		return 0, true
+	case d < 0: // the key has no expiry
+		d = noTTLWait
+	case d == 0: // expiring now, or no TTL to report: a short pause, not a spin
+		d = 10 * time.Millisecond
+	default:
+		d += time.Millisecond
+	}
+	switch {
+	case bounded:
+		d = min(d, noTTLWait)
+	case rep.lined:
+		d = s.lineWait(d, rep)
+	}
+	return d, false
 }
 
 // taggedChannel is a protocol whose waiters share a channel on which each
