@@ -175,11 +175,17 @@ func FailedOpen(ctx context.Context) error { return adapter.FailedOpen(ctx) }
 // lockError maps a failed acquisition to what asynq should do: skip
 // retries for the task's own bad input, retry (or drop, with OnBusySkip)
 // when busy, and retry as a plain failure otherwise (Redis unreachable,
-// client closed, the task's context ended while waiting).
+// client closed, the task's context ended while waiting). Its messages
+// name the task type, the key template and what failed, never the rendered
+// key (it may hold payload values) nor a Redis address.
 func (l *taskLock) lockError(t *asynq.Task, err error) error {
+	what, errs := "lock service unavailable", []error{err}
 	switch adapter.Classify(err) {
 	case core.ClassInvalid:
-		return fmt.Errorf("asynqlock: task %q: %w: %w", t.Type(), err, asynq.SkipRetry)
+		what, errs = "invalid lock name: "+asynq.SkipRetry.Error(), append(errs, asynq.SkipRetry)
+		if ke, ok := errors.AsType[*keytmpl.KeyError](err); ok {
+			what = "key placeholder " + ke.Placeholder.String() + ": " + ke.Reason + ": " + asynq.SkipRetry.Error()
+		}
 	case core.ClassBusy:
 		if l.skip {
 			return nil
@@ -190,6 +196,28 @@ func (l *taskLock) lockError(t *asynq.Task, err error) error {
 		}
 		b.Delay = busyDelay(l.retryDelay, b.TTL)
 		return b
+	case core.ClassDeadline:
+		what = "deadline exceeded while waiting for the lock"
+	case core.ClassCanceled:
+		what = "cancelled while waiting for the lock"
+	case core.ClassInternal:
+		what = "a key source failed"
+	default:
+		if errors.Is(err, core.ErrClosed) {
+			what = "lock client closed"
+		}
 	}
-	return fmt.Errorf("asynqlock: task %q: lock %s: %w", t.Type(), l.g.Template(), err)
+	return &failedError{msg: fmt.Sprintf("asynqlock: task %q: lock %s: %s", t.Type(), l.g.Template(), what), errs: errs}
 }
+
+// failedError is a lock that could not be taken for a reason other than
+// another holder: errors.Is and errors.As reach its cause (core.ErrUnavailable,
+// core.ErrClosed, a context error, a *keytmpl.KeyError) and, for the task's
+// own bad input, asynq.SkipRetry.
+type failedError struct {
+	msg  string
+	errs []error
+}
+
+func (e *failedError) Error() string   { return e.msg }
+func (e *failedError) Unwrap() []error { return e.errs }
