@@ -36,7 +36,9 @@
 // Redis can tell: requests in a line it keeps (a fair lock's queue, RW
 // write intents), else clients subscribed to the lock's wake-ups (one
 // client may wait with several requests). A semaphore shows the permits in
-// use and its total when stored in Redis (Semaphore.SetPermits).
+// use, and its total only when stored in Redis (Semaphore.SetPermits);
+// otherwise the total lives in the holders' code and show says it is
+// unknown.
 //
 // Exit status, for scripts:
 //

@@ -23,7 +23,7 @@ type lockJSON struct {
 	Waiters        int          `json:"waiters"`    // line + subscribed clients; see core.LockState.Waiters
 	WaitingClients int          `json:"waiting_clients"`
 	Line           []waiterJSON `json:"line"`                     // fair queue, RW write intents
-	Permits        int          `json:"permits,omitempty"`        // a semaphore's total, when stored in Redis
+	Permits        int          `json:"permits,omitempty"`        // a semaphore's total, when stored in Redis (absent: unknown)
 	PermitsInUse   int          `json:"permits_in_use,omitempty"` // a semaphore's permits held
 	WaitingInLine  int          `json:"waiting_in_line"`          // requests in a line Redis keeps (fair queue, RW write intents)
 	ServerTime     time.Time    `json:"server_time"`
@@ -201,13 +201,14 @@ func permitsInUse(st *core.LockState) int {
 }
 
 // permitsText says how many of a semaphore's permits are in use, and of
-// how many: the total is in Redis only once SetPermits stored it; until
-// then each handle carries its own.
+// how many when Redis knows: the total is there only once SetPermits
+// stored it; until then it lives in the holders' code (each handle is made
+// with its own), and the text says it is unknown here.
 func permitsText(st *core.LockState) string {
 	if st.Permits > 0 {
 		return fmt.Sprintf("%d of %d in use", permitsInUse(st), st.Permits)
 	}
-	return fmt.Sprintf("%d in use (total not stored in Redis: each handle sets its own; Semaphore.SetPermits stores one)", permitsInUse(st))
+	return fmt.Sprintf("%d in use (total unknown: set by the holders' code, not stored in Redis; Semaphore.SetPermits stores it)", permitsInUse(st))
 }
 
 // waitingText says who waits, in the units Redis can tell: requests where

@@ -100,20 +100,28 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 		fmt.Fprint(out, usage)
 		fs.PrintDefaults()
 	}
-	// The defaults of -redis come from the environment: they are written
-	// in its help text and applied after parsing, so that -h does not
-	// print a second "(default ...)".
-	fs.StringVar(&o.redis, "redis", o.redis, "Redis address or URL; if not given: $KEYLOCK_REDIS, else $REDIS_URL, else 127.0.0.1:6379")
-	fs.StringVar(&o.sentinels, "sentinel", o.sentinels, "comma-separated sentinel addresses (with -master)")
-	fs.StringVar(&o.master, "master", o.master, "the master's name in Sentinel (with -sentinel, or with the sentinels' addresses in -redis)")
+	connFlags(fs, o)
 	fs.BoolVar(&o.version, "version", o.version, "print the version and exit")
 	fs.BoolVar(&o.json, "json", o.json, "print JSON (ls: an array; show: an object; watch: one object per line)")
-	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on each round of Redis calls")
 	fs.DurationVar(&o.interval, "interval", o.interval, "watch: time between refreshes")
 	fs.DurationVar(&o.olderThan, "older-than", o.olderThan, "ls: only locks with a hold held at least this long (e.g. 30s); holds of unknown age are left out")
+	return fs
+}
+
+// connFlags adds the flags every command takes, ui's included: where Redis
+// is and how long to wait for it.
+func connFlags(fs *flag.FlagSet, o *options) {
+	// -redis prints no default: the one from the environment is written in
+	// its help text and applied after parsing (see run and ui), and one
+	// given before the command may hold a password.
+	given := o.redis
+	fs.StringVar(&o.redis, "redis", "", "Redis address or URL; if not given: $KEYLOCK_REDIS, else $REDIS_URL, else 127.0.0.1:6379")
+	o.redis = given
+	fs.StringVar(&o.sentinels, "sentinel", o.sentinels, "comma-separated sentinel addresses (with -master)")
+	fs.StringVar(&o.master, "master", o.master, "the master's name in Sentinel (with -sentinel, or with the sentinels' addresses in -redis)")
+	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on each round of Redis calls")
 	fs.StringVar(&o.tlsCA, "tls-ca", o.tlsCA, "rediss://: PEM file of the CA that signed the server's certificate; if not given, the system's")
 	fs.BoolVar(&o.insecure, "tls-insecure", o.insecure, "rediss://: do not verify the server's certificate")
-	return fs
 }
 
 // run is the whole command; it returns the exit status.
@@ -131,9 +139,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "keylock %s\n", version)
 		return exitOK
 	}
-	if o.redis == "" {
-		o.redis = defaultRedis()
-	}
 	if len(rest) == 0 {
 		fs.Usage()
 		return exitUsage
@@ -145,7 +150,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Flags may also follow the command: keylock show -json NAME.
 	sub := flags(&o, stderr)
 	if err := sub.Parse(rest[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
+	}
+	if o.redis == "" {
+		o.redis = defaultRedis()
 	}
 	pos := sub.Args()
 	var need int

@@ -15,7 +15,7 @@ import (
 )
 
 const uiUsage = `usage:
-  keylock [-redis ADDR|URL] ui [-listen 127.0.0.1:8090] [-long-hold 30s] [-refresh 500ms] [-force-unlock]
+  keylock ui [-redis ADDR|URL] [-listen 127.0.0.1:8090] [-long-hold 30s] [-refresh 500ms] [-force-unlock]
 
 Serves the lock dashboard (package dashboard) until Ctrl-C. It is read-only
 unless -force-unlock is given, which needs a loopback -listen address and
@@ -25,9 +25,12 @@ flags:
 `
 
 // ui serves the dashboard on -listen until ctx ends; it returns the exit
-// status. Its flags follow the command (the global flags may too).
+// status. Its flags follow the command: its own and those saying where
+// Redis is (which may also come before it).
 func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer) int {
-	fs := flags(&o, stderr)
+	fs := flag.NewFlagSet("keylock ui", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	connFlags(fs, &o)
 	listen := fs.String("listen", "127.0.0.1:8090", "address to serve the dashboard on")
 	longHold := fs.Duration("long-hold", 0, "highlight holds older than this (0: none)")
 	refresh := fs.Duration("refresh", 500*time.Millisecond, "how often an open page refreshes")
@@ -45,6 +48,13 @@ func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer)
 	if fs.NArg() != 0 {
 		fmt.Fprintf(stderr, "keylock: ui: unexpected arguments %q\n", fs.Args())
 		fs.Usage()
+		return exitUsage
+	}
+	if o.redis == "" {
+		o.redis = defaultRedis()
+	}
+	if o.timeout <= 0 {
+		fmt.Fprintln(stderr, "keylock: ui: -timeout must be positive")
 		return exitUsage
 	}
 	if *force && !loopback(*listen) {
