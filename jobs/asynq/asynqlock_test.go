@@ -469,9 +469,9 @@ func TestCaseVariantPayloadCannotBypassLock(t *testing.T) {
 
 // The documented knob: with OnBusyRetry's default delay (1s, jittered
 // 0.5–1.5s) and Config.DelayedTaskCheckInterval at 1s, a busy task runs
-// within about 3.5s of the holder's release (delay + asynq's whole-second
-// due times + one check interval), not the 5–7s of asynq's default 5s
-// check.
+// within about 3.5s of the holder's release (at most the delay, plus one
+// delayed-task check, plus an idle worker's look at its queues), not the
+// up to about 7.5s of asynq's default 5s check.
 func TestBusyTaskReturnsSoonAfterReleaseWithOneSecondCheck(t *testing.T) {
 	e := newEnv(t)
 	done := make(chan time.Time, 1)

@@ -59,12 +59,14 @@ func busyDelay(base, ttl time.Duration) time.Duration {
 // default); for every other error it defers to fallback, or to
 // asynq.DefaultRetryDelayFunc when fallback is nil.
 //
-// asynq schedules retries with one-second resolution and moves due retries
-// to their queue every Config.DelayedTaskCheckInterval (default 5s), so a
-// busy task actually runs again between Delay−1s and
-// Delay+1s+DelayedTaskCheckInterval later: 5–7s after the release with
-// asynq's default. Set DelayedTaskCheckInterval to time.Second to bring it
-// back within about 3.5s (see the example).
+// asynq schedules retries with one-second resolution (rounded down), moves
+// due retries to their queue every Config.DelayedTaskCheckInterval
+// (default 5s), and an idle worker looks at its queues about every
+// Config.TaskCheckInterval (default 1s), so a busy task actually runs
+// again between Delay−1s and about Delay+1s+DelayedTaskCheckInterval after
+// its busy attempt: from at once to about 7.5s later with the default
+// Delay and asynq's defaults. Set DelayedTaskCheckInterval to time.Second
+// to bring it back within about 3.5s of the release (see the example).
 func RetryDelay(fallback asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 	if fallback == nil {
 		fallback = asynq.DefaultRetryDelayFunc

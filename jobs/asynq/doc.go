@@ -73,6 +73,14 @@
 // core.ErrUnavailable (or core.ErrClosed): asynq retries it as a failure —
 // unless WithFailOpen(true), which runs the handler without the lock.
 //
+// # FIPS 140-3 mode
+//
+// asynq computes the SHA-1 of its scripts in the client when its package
+// loads, so under GODEBUG=fips140=only, where SHA-1 panics, a program that
+// imports asynq (and so this package) panics before main runs. Run asynq
+// workers and producers without fips140=only; the rest of keylock hashes
+// nothing with SHA-1.
+//
 // # One scheduler per cluster
 //
 // LeadScheduler runs an asynq.Scheduler, and Lead any periodic function,

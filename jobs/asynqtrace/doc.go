@@ -20,4 +20,9 @@
 //
 // It is a package of its own so that asynqlock, the lock adapter, does not
 // import OpenTelemetry.
+//
+// Like every program that imports asynq (v0.26 computes the SHA-1 of its
+// scripts in the client when its package loads), one importing this
+// package panics at start-up under GODEBUG=fips140=only, where SHA-1
+// panics; see asynqlock's documentation.
 package asynqtrace
