@@ -14,7 +14,7 @@ import (
 )
 
 // wakeBound is how soon after ForceUnlock a blocked waiter must hold the
-// lock (the acceptance bound). The holders' leases are 30s, so
+// lock (the bound ForceUnlock promises). The holders' leases are 30s, so
 // only the wake-up can meet it.
 const wakeBound = 500 * time.Millisecond
 

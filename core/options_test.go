@@ -8,8 +8,8 @@ import (
 	"github.com/keylock/keylock/core"
 )
 
-// Nil options are ignored everywhere: they used to crash core.New and
-// TryLock with a nil dereference.
+// Nil options are ignored everywhere: core.New and TryLock must not
+// dereference them.
 func TestNilOptionsIgnored(t *testing.T) {
 	_, rdb := single(t)
 	c := newLocks(t, rdb, nil)
@@ -37,7 +37,7 @@ func (c *countWaits) AcquireEnd(_ context.Context, e core.AcquireEndEvent) {
 }
 
 // Two WithObserver options compose: both observers hear every event (the
-// second used to replace the first).
+// second does not replace the first).
 func TestWithObserverComposes(t *testing.T) {
 	_, rdb := single(t)
 	a, b := &countWaits{acquired: make(chan string, 1)}, &countWaits{acquired: make(chan string, 1)}

@@ -89,9 +89,9 @@ func TestParseJSONPathRejectsEmptySegments(t *testing.T) {
 	}
 }
 
-// TestJSONPathLookupNamesWhatEncodingJSONBinds is the lock bypass of issue
-// 11: a document whose member names differ only in case must not lock one
-// value while the handler binds another.
+// TestJSONPathLookupNamesWhatEncodingJSONBinds guards against a lock
+// bypass: a document whose member names differ only in case must not lock
+// one value while the handler binds another.
 func TestJSONPathLookupNamesWhatEncodingJSONBinds(t *testing.T) {
 	p, _ := keytmpl.ParseJSONPath("order_id")
 	for _, doc := range []string{

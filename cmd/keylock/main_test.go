@@ -92,7 +92,7 @@ func identified(t *testing.T, rdb redis.UniversalClient) *core.Client {
 
 const readable = "orders-api on host-7, pid 4312"
 
-// scenario is the acceptance: a held lock shows up in show and ls
+// scenario is the CLI's end-to-end check: a held lock shows up in show and ls
 // with its readable owner and TTL; force-unlock frees it and a process
 // blocked in Lock gets it within 500ms.
 func scenario(t *testing.T, redisArg string, rdb func() redis.UniversalClient) {

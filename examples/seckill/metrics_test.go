@@ -10,7 +10,7 @@ import (
 	"github.com/keylock/keylock/examples/seckill/internal/loadgen"
 )
 
-// TestMetricsAfterLoad checks the acceptance: after a load run,
+// TestMetricsAfterLoad checks what the example promises: after a load run,
 // /metrics (the OTel Prometheus exporter) shows keylock's histograms and
 // counters next to the app's own metrics, with values from the run.
 func TestMetricsAfterLoad(t *testing.T) {

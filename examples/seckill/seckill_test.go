@@ -71,7 +71,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// The load: stock 100, 2,000 users, 10,000 requests, 200 at once.
+// The sale's full load: stock 100, 2,000 users, 10,000 requests, 200 at once.
 const (
 	loadStock       = 100
 	loadUsers       = 2000
@@ -126,7 +126,7 @@ func assertSoldOutCleanly(t *testing.T, r *loadgen.Report) {
 	}
 }
 
-// TestLoad runs the load through HTTP and gRPC, against the
+// TestLoad runs the sale's full load through HTTP and gRPC, against the
 // embedded default and a real redis-server: the sale never oversells, never
 // sells a user two units, and creates every order.
 func TestLoad(t *testing.T) {

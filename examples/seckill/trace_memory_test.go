@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TestOneTraceFromRequestToTaskLock checks the trace with an
+// TestOneTraceFromRequestToTaskLock checks the example's trace with an
 // in-memory exporter: one trace holds the HTTP request → the enqueue → the
 // task's processing → the task's lock spans, each the child of the one
 // before.

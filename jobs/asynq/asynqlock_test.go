@@ -441,9 +441,9 @@ func TestOwnerPerAttemptAndPassThrough(t *testing.T) {
 }
 
 // The lock bypass this guards against: with "order:{payload.order_id}", the payload
-// {"order_id":"1","ORDER_ID":"2"} used to lock order:1 while a handler
-// decoding into struct{ OrderID string `json:"order_id"` } got "2", so it
-// ran beside the holder of order:2. Such a payload is ambiguous: archived
+// {"order_id":"1","ORDER_ID":"2"} must not lock order:1 while a handler
+// decoding into struct{ OrderID string `json:"order_id"` } gets "2" and
+// runs beside the holder of order:2. Such a payload is ambiguous: archived
 // without retry, the handler never called.
 func TestCaseVariantPayloadCannotBypassLock(t *testing.T) {
 	e := newEnv(t)

@@ -111,7 +111,7 @@ func TestConfigLayering(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: got %v, want nil", err)
 	}
-	// Nil options are ignored (they used to crash with a nil dereference).
+	// Nil options are ignored (never dereferenced).
 	if _, err := asynqlock.New(locks, nil, asynqlock.WithTask("a", "k", nil)); err != nil {
 		t.Errorf("New with nil options: got %v, want nil", err)
 	}

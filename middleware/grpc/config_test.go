@@ -73,7 +73,7 @@ func TestBadConfigFailsAtStartup(t *testing.T) {
 		})
 	}
 
-	// Nil options are ignored (they used to crash with a nil dereference).
+	// Nil options are ignored (never dereferenced).
 	if _, err := grpclock.New(locks, nil, grpclock.WithMethod(mBuy, "buy:{req.item_id}", nil)); err != nil {
 		t.Errorf("New with nil options: %v, want success", err)
 	}
