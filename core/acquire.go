@@ -55,6 +55,7 @@ func (c *Client) acquireAs(ctx context.Context, p protocol, wait bool, opts []Lo
 		switch {
 		case err == nil:
 			ev.Outcome, ev.Token, ev.Reentry = OutcomeAcquired, l.token, a.reentry
+			ev.Hold, ev.HoldStarted = c.reportAcquired(l, actx)
 		case errors.Is(err, ErrLocked) && ctx.Err() == nil:
 			ev.Outcome = OutcomeBusy
 		case ctx.Err() != nil && !errors.Is(err, ErrUnavailable):

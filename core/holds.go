@@ -37,6 +37,8 @@ type hold struct {
 	// longAt is when it becomes a long hold, zero once reported or when no
 	// threshold applies (longhold.go).
 	since, longAt time.Time
+	// obs is what observers were told of it (hold_events.go).
+	obs observed
 }
 
 // nextAt is when the deadline watch must look at h next, measured from
@@ -226,14 +228,14 @@ func (c *Client) releaseStarted(l *Lease) {
 
 // releaseDone ends the release and removes the lease from its hold in one
 // critical section, so a renewal cannot find the lock gone in between and
-// report a loss.
-func (c *Client) releaseDone(l *Lease) {
+// report a loss. It reports whether that ended the hold for observers.
+func (c *Client) releaseDone(l *Lease) (holdEnded bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l.hold != nil {
 		l.hold.releasing--
 	}
-	c.removeLeaseLocked(l)
+	return c.removeLeaseLocked(l)
 }
 
 // removeLease forgets a released lease; the last one out ends its hold.
@@ -245,11 +247,12 @@ func (c *Client) removeLease(l *Lease) {
 
 // removeLeaseLocked is removeLease with c.mu held. The hold keeps being
 // renewed only while one of its remaining leases was taken without
-// LeaseTime.
-func (c *Client) removeLeaseLocked(l *Lease) {
+// LeaseTime. It reports whether the hold ended for observers: l was the
+// last of its leases reported acquired.
+func (c *Client) removeLeaseLocked(l *Lease) (holdEnded bool) {
 	h := l.hold
 	if h == nil {
-		return
+		return false
 	}
 	for i, x := range h.leases {
 		if x == l {
@@ -258,17 +261,18 @@ func (c *Client) removeLeaseLocked(l *Lease) {
 		}
 	}
 	if h.gone {
-		return
+		return false
 	}
+	holdEnded = h.untell(l)
 	if len(h.leases) == 0 {
 		c.detach(h)
-		return
+		return holdEnded
 	}
 	h.watchdog = false
 	for _, x := range h.leases {
 		if x.watchdog {
 			h.watchdog, h.lease = true, x.lease
-			return
+			return holdEnded
 		}
 	}
 	// Only fixed leases are left: Redis keeps the hold until the last of
@@ -283,6 +287,7 @@ func (c *Client) removeLeaseLocked(l *Lease) {
 	if last.Before(h.deadline) {
 		c.holds.moveDeadline(h, last)
 	}
+	return holdEnded
 }
 
 // detach ends h: out of the registry, no longer renewed or watched. It
@@ -305,12 +310,14 @@ func (c *Client) lose(h *hold, cause error) {
 	c.signalLost(leases, cause)
 }
 
+// signalLost cancels leases, the leases of holds just ended (each hold's
+// together), with cause, after telling the observer once per hold.
 func (c *Client) signalLost(leases []*Lease, cause error) {
+	// The observer hears of the loss before the code under the leases does.
+	if obs := c.cfg.observer; obs != nil {
+		lostHolds(leases, cause, func(e LostEvent) { obs.Lost(e.Lease.ctx, e) })
+	}
 	for _, l := range leases {
-		// The observer hears of the loss before the code under the lease does.
-		if obs := c.cfg.observer; obs != nil {
-			obs.Lost(l.ctx, LostEvent{Lock: l.info, Lease: l, HeldFor: time.Since(l.acquired), Cause: cause})
-		}
 		l.cancel(cause)
 	}
 }

@@ -37,6 +37,7 @@ type Lease struct {
 	mu       sync.Mutex // serialises Unlock
 	released bool
 	hold     *hold // guarded by c.mu
+	told     bool  // reported acquired to the observer (hold_events.go); guarded by c.mu
 }
 
 // Context returns the lease's context. It carries the values of the context
@@ -92,6 +93,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	obs := l.c.cfg.observer
 	ev := ReleaseEvent{Lock: l.info, Lease: l}
 	if obs != nil {
+		ev.Hold = l.c.holdOf(l)
 		ctx = obs.ReleaseStart(ctx, ev)
 	}
 	// A lease already told it lost the lock (its context cancelled with
@@ -107,7 +109,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	// caller is done with the lock even if Redis did not hear it: it is no
 	// longer renewed, so it expires within its lease unless a retried Unlock
 	// frees it sooner. (Other holds of a re-entered lock stay.)
-	l.c.releaseDone(l)
+	holdEnded := l.c.releaseDone(l)
 	l.cancel(context.Canceled)
 	switch {
 	case err == errAbandoned:
@@ -126,6 +128,9 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if obs != nil {
 		ev.HeldFor = time.Since(l.acquired)
 		ev.Released = err == nil && rep.remaining == 0
+		if ev.HoldEnded = holdEnded; holdEnded {
+			ev.HoldDuration = time.Since(ev.Hold.Since())
+		}
 		ev.Err = err
 		obs.ReleaseEnd(ctx, ev)
 	}

@@ -49,6 +49,8 @@ func LongHold(d time.Duration) LockOption {
 type LongHoldEvent struct {
 	// Lock is the lock and the owner holding it.
 	Lock LockInfo
+	// Hold is the hold held too long.
+	Hold Hold
 	// Lease is the hold's first lease still held; Lease.Token is the
 	// hold's fencing token.
 	Lease *Lease
@@ -116,7 +118,7 @@ func (c *Client) reportLongHolds(long []longHoldReport) {
 		return
 	}
 	for _, r := range long {
-		o.LongHold(r.l.ctx, LongHoldEvent{Lock: r.l.info, Lease: r.l, HeldFor: time.Since(r.since),
+		o.LongHold(r.l.ctx, LongHoldEvent{Lock: r.l.info, Hold: Hold{r.l.hold}, Lease: r.l, HeldFor: time.Since(r.since),
 			Threshold: r.threshold, Leases: r.leases})
 	}
 }

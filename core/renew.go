@@ -337,7 +337,7 @@ func (c *Client) applyRenewals(sent time.Time, items []renewItem) {
 			}
 		}
 		if obs != nil && it.lease > 0 && len(h.leases) > 0 {
-			events = append(events, RenewEvent{Lock: h.leases[0].info, Lease: h.leases[0], Err: err})
+			events = append(events, RenewEvent{Lock: h.leases[0].info, Hold: Hold{h}, Lease: h.leases[0], Err: err})
 		}
 		// A hold found gone while Unlocks are in flight may be the last
 		// of them landing first; but while a lease of it is left that no
