@@ -131,6 +131,87 @@ func TestExtendCopyExtendsNothingMore(t *testing.T) {
 	}
 }
 
+// A copy of an Extend of a holder's own lease — an RW lock's reader, a
+// semaphore holder — extends nothing more: it answers the first call's
+// remaining lease, and the holder keeps its lease, its count and its
+// fencing token.
+func TestExtendCopyExtendsNothingMoreForHolders(t *testing.T) {
+	for _, k := range []holdKind{
+		{"read", func(c *core.Client, n string) core.Locker { return c.RWMutex(n).RLocker() }},
+		{"semaphore", func(c *core.Client, n string) core.Locker { return c.Semaphore(n, 2) }},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			srv, direct := single(t)
+			rdb, tp := tapped(t, srv)
+			var (
+				mu   sync.Mutex
+				sent []any
+			)
+			tp.onCommand(func(ctx context.Context, cl call, send func() error) error {
+				if cl.script == "holder_extend" {
+					mu.Lock()
+					sent = slices.Clone(cl.cmd.Args())
+					mu.Unlock()
+				}
+				return send()
+			})
+			c := newLocks(t, rdb)
+			insp := newLocks(t, direct)
+			name := "extend-copy-" + k.name
+			ctx := context.Background()
+			l := mustLock(t, k.lock(c, name), ctx, core.LeaseTime(time.Second))
+			defer mustUnlock(t, l)
+			token := l.Token()
+			if err := l.Extend(ctx, 2*time.Second); err != nil {
+				t.Fatalf("Extend: %v", err)
+			}
+			mu.Lock()
+			args := sent
+			mu.Unlock()
+			if args == nil {
+				t.Fatal("no holder_extend call was seen")
+			}
+			// holder is the lease's holder as Redis shows it: the reader
+			// of the lease's owner, the semaphore's one holder (named by
+			// its holder id, not the owner).
+			holder := func(when string) core.Holder {
+				t.Helper()
+				st := inspect(t, insp, name)
+				for _, h := range st.Holders {
+					if h.Owner == l.Owner() || (k.name == "semaphore" && len(st.Holders) == 1) {
+						return h
+					}
+				}
+				t.Fatalf("%s: Redis shows %q held by %s, not by the lease", when, name, holdsNow(st))
+				return core.Holder{}
+			}
+			time.Sleep(500 * time.Millisecond)
+			before := holder("before the copy")
+			first, err := direct.Do(ctx, args...).Int64()
+			if err != nil {
+				t.Fatalf("the copy: %v", err)
+			}
+			after := holder("after the copy")
+			if after.TTL > before.TTL+50*time.Millisecond {
+				t.Fatalf("the copy extended the holder again: TTL %s before it, %s after", before.TTL, after.TTL)
+			}
+			if first < 1900 {
+				t.Fatalf("the copy answered %dms, want the first call's answer (about 2000ms)", first)
+			}
+			if after.Count != before.Count || after.Token != before.Token || l.Token() != token {
+				t.Fatalf("the copy changed the hold: count %d → %d, token in Redis %d → %d, lease token %d → %d",
+					before.Count, after.Count, before.Token, after.Token, token, l.Token())
+			}
+			if k.name == "read" {
+				requireHeldWith(t, insp, name, l, "after the copy")
+			}
+			if !alive(l) {
+				t.Fatalf("the lease was cancelled (%v) after the copy", context.Cause(l.Context()))
+			}
+		})
+	}
+}
+
 // Extend of a watchdog lease does nothing; a too-short Extend is refused.
 func TestExtendOptions(t *testing.T) {
 	_, rdb := single(t)
