@@ -18,15 +18,7 @@ var _ core.LongHoldObserver = (*Observer)(nil)
 // keylock.long_holds (by kind and template). It does not mark the span as
 // an error: the hold is still fine, only long.
 func (o *Observer) LongHold(ctx context.Context, e core.LongHoldEvent) {
-	var attrs *lockAttrs
-	if e.Lease != nil {
-		if live, ok := o.live.get(e.Lease); ok {
-			attrs = live.attrs
-		}
-	}
-	if attrs == nil {
-		attrs = o.attrs.get(e.Lock.Kind, e.Lock.Label)
-	}
+	attrs, _ := o.holdAttrs(e.Hold, e.Lock)
 	o.inst.longHolds.Add(ctx, 1, attrs.lock.add...)
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {

@@ -3,7 +3,7 @@ package tracing
 import (
 	"context"
 	"errors"
-	"time"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -20,12 +20,16 @@ const ScopeName = "github.com/keylock/keylock/tracing"
 // Observer records the locks of a core.Client as OpenTelemetry spans and
 // metrics. Install it with core.WithObserver; one Observer may serve several
 // Clients. It is safe for concurrent use.
+//
+// It keeps nothing per lock of its own: what a hold's later events need
+// (its attributes, the acquire span to link a renewal to) is in the context
+// its AcquireStart returned, which core hands back with the hold
+// (core.Hold.AcquireContext).
 type Observer struct {
 	cfg    config
 	tracer trace.Tracer
 	inst   instruments
 	attrs  attrCache
-	live   registry
 }
 
 var _ core.Observer = (*Observer)(nil)
@@ -40,7 +44,6 @@ func New(opts ...Option) *Observer {
 		inst: newInstruments(cfg.mp.Meter(ScopeName,
 			metric.WithInstrumentationVersion(Version), metric.WithSchemaURL(semconv.SchemaURL))),
 	}
-	o.live.init()
 	o.attrs.added = o.inst.zero
 	o.inst.zero(newLockAttrs("", ""))
 	return o
@@ -68,29 +71,46 @@ func (o *Observer) eventAttrs(a *lockAttrs, lock core.LockInfo, extra ...attribu
 
 // acquisition is the context an acquisition runs under: the caller's
 // context with the keylock.acquire span, and the acquisition's own state in
-// the same allocation. core hands it back to Wait and AcquireEnd.
+// the same allocation. core hands it back to Wait and AcquireEnd and, when
+// the acquisition began a hold, with every later event of the hold
+// (core.Hold.AcquireContext): its attributes and acquire span are the
+// hold's. Only the acquiring goroutine writes to it (waiting).
 type acquisition struct {
 	context.Context
+	o       *Observer
 	span    trace.Span
 	attrs   *lockAttrs
 	waiting bool // counted in keylock.waiters
 }
 
-type acquisitionKey struct{}
+// acquisitionKey finds an Observer's acquisition in a context, also under
+// another observer's (core.Observers) or another Observer's.
+type acquisitionKey struct{ o *Observer }
 
 func (a *acquisition) Value(key any) any {
-	if key == (acquisitionKey{}) {
+	if k, ok := key.(acquisitionKey); ok && k.o == a.o {
 		return a
 	}
 	return a.Context.Value(key)
 }
 
-func acquisitionFrom(ctx context.Context) *acquisition {
-	if a, ok := ctx.(*acquisition); ok {
+// acquisition returns o's acquisition in ctx, or nil.
+func (o *Observer) acquisition(ctx context.Context) *acquisition {
+	if a, ok := ctx.(*acquisition); ok && a.o == o {
 		return a
 	}
-	a, _ := ctx.Value(acquisitionKey{}).(*acquisition)
+	a, _ := ctx.Value(acquisitionKey{o}).(*acquisition)
 	return a
+}
+
+// holdAttrs returns the attributes of hold, those of the acquisition that
+// began it; lock's when that is not known (the hold began on a Client that
+// does not report to o).
+func (o *Observer) holdAttrs(hold core.Hold, lock core.LockInfo) (*lockAttrs, *acquisition) {
+	if a := o.acquisition(hold.AcquireContext()); a != nil {
+		return a.attrs, a
+	}
+	return o.attrs.get(lock.Kind, lock.Label), nil
 }
 
 // AcquireStart opens the keylock.acquire span, a child of ctx's span.
@@ -110,13 +130,13 @@ func (o *Observer) AcquireStart(ctx context.Context, e core.AcquireStartEvent) c
 			span.SetAttributes(keyLockKey.String(e.Lock.Name))
 		}
 	}
-	return &acquisition{Context: ctx, span: span, attrs: attrs}
+	return &acquisition{Context: ctx, o: o, span: span, attrs: attrs}
 }
 
 // Wait adds a keylock.wait event to the acquire span; the first wait of an
 // acquisition also counts it in keylock.waiters.
 func (o *Observer) Wait(ctx context.Context, e core.WaitEvent) {
-	a := acquisitionFrom(ctx)
+	a := o.acquisition(ctx)
 	if a == nil {
 		return
 	}
@@ -133,12 +153,13 @@ func (o *Observer) Wait(ctx context.Context, e core.WaitEvent) {
 	}
 }
 
-// AcquireEnd records the acquisition's metrics and ends its span. The span's
-// status is Error only for a real failure: outcome error, or the caller's
-// deadline passing while waiting. Busy (a TryLock miss, a spent
-// WaitTimeout) and a wait cancelled by the caller leave it unset.
+// AcquireEnd records the acquisition's metrics and ends its span; a hold it
+// began counts in keylock.locks.held. The span's status is Error only for a
+// real failure: outcome error, or the caller's deadline passing while
+// waiting. Busy (a TryLock miss, a spent WaitTimeout) and a wait cancelled
+// by the caller leave it unset.
 func (o *Observer) AcquireEnd(ctx context.Context, e core.AcquireEndEvent) {
-	a := acquisitionFrom(ctx)
+	a := o.acquisition(ctx)
 	if a == nil {
 		return
 	}
@@ -152,7 +173,7 @@ func (o *Observer) AcquireEnd(ctx context.Context, e core.AcquireEndEvent) {
 		o.inst.waiters.Add(ctx, -1, a.attrs.lock.add...)
 	}
 	acquired := oc == acqAcquired && e.Lease != nil
-	if acquired && o.live.add(e.Lease, e.Reentry, a.attrs, a.span.SpanContext(), time.Now()) {
+	if acquired && e.HoldStarted {
 		o.inst.held.Add(ctx, 1, a.attrs.lock.add...)
 	}
 
@@ -224,13 +245,20 @@ func (o *Observer) ReleaseStart(ctx context.Context, e core.ReleaseEvent) contex
 }
 
 // ReleaseEnd ends the release span (status Error when Unlock returned an
-// error) and, when the lease ended, its hold's metrics.
+// error) and, when the release ended its hold, the hold's metrics: a hold
+// that Unlock found not held ends in a loss (the span told is the release
+// span, not the one in the lease's context).
 func (o *Observer) ReleaseEnd(ctx context.Context, e core.ReleaseEvent) {
 	notHeld := e.Err != nil && errors.Is(e.Err, core.ErrNotHeld)
-	if e.Lease != nil && (e.Err == nil || notHeld) {
-		// A lease that Unlock found not held ends in a loss; the span told
-		// is the release span (below), not the one in the lease's context.
-		o.endLease(ctx, e.Lease, notHeld, lossNotHeld, nil)
+	if e.HoldEnded {
+		attrs, _ := o.holdAttrs(e.Hold, e.Lock)
+		oc := holdReleased
+		if notHeld {
+			oc = holdLost
+			o.inst.losses.Add(ctx, 1, attrs.loss[lossNotHeld].add...)
+		}
+		o.inst.holdDuration.Record(ctx, e.HoldDuration.Seconds(), attrs.hold[oc].rec...)
+		o.inst.held.Add(ctx, -1, attrs.lock.add...)
 	}
 	r := releaseFrom(ctx)
 	if r == nil {
@@ -255,23 +283,19 @@ func (o *Observer) ReleaseEnd(ctx context.Context, e core.ReleaseEvent) {
 
 // Renew records a renewal by the watchdog: a keylock.renew event on the
 // span in ctx (the lease's context, so the span the lock was taken under),
-// or, with WithRenewSpans, a keylock.renew span linked to the acquire span.
+// or, with WithRenewSpans, a keylock.renew span linked to the acquire span
+// of the Lock that began the hold.
 func (o *Observer) Renew(ctx context.Context, e core.RenewEvent) {
-	var live liveLease
-	if e.Lease != nil {
-		live, _ = o.live.get(e.Lease)
-	}
-	attrs := live.attrs
-	if attrs == nil {
-		attrs = o.attrs.get(e.Lock.Kind, e.Lock.Label)
-	}
+	attrs, began := o.holdAttrs(e.Hold, e.Lock)
 	oc := renewOutcome(e.Err)
 	o.inst.renewals.Add(ctx, 1, attrs.renew[oc].add...)
 
 	if o.cfg.renewSpans {
 		opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal)}
-		if live.acquire.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: live.acquire}))
+		if began != nil {
+			if sc := began.span.SpanContext(); sc.IsValid() {
+				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+			}
 		}
 		_, span := o.tracer.Start(ctx, o.spanName(opRenew, e.Lock), opts...)
 		if span.IsRecording() {
@@ -294,46 +318,35 @@ func (o *Observer) Renew(ctx context.Context, e core.RenewEvent) {
 	}
 }
 
-// Lost records the loss of a held lock: a keylock.lost event on the span in
-// ctx (the lease's context: the span the lock was taken under), whose
-// status becomes Error, and keylock.losses.
+// Lost records the loss of a hold: one count in keylock.losses, its
+// duration, and a keylock.lost event on each span its leases were taken
+// under (the span in each lease's context), whose status becomes Error.
 func (o *Observer) Lost(ctx context.Context, e core.LostEvent) {
-	if e.Lease == nil {
-		return
-	}
-	o.endLease(ctx, e.Lease, true, lossCause(e.Cause), &e)
-}
-
-// endLease records the end of lease l: the loss (cause indexes lossTypes)
-// when lost, and the hold's duration and keylock.locks.held when it was its
-// hold's last lease. lostEv is the loss to tell the span in ctx about.
-func (o *Observer) endLease(ctx context.Context, l *core.Lease, lost bool, cause int, lostEv *core.LostEvent) {
-	var span trace.Span
-	var spanID trace.SpanID
-	if lostEv != nil {
-		span = trace.SpanFromContext(ctx)
-		spanID = span.SpanContext().SpanID()
-	}
-	end, ok := o.live.end(l, lost, spanID, time.Now())
-	if !ok {
-		return
-	}
-	attrs := end.live.attrs
-	if end.firstLoss {
-		o.inst.losses.Add(ctx, 1, attrs.loss[cause].add...)
-	}
-	if end.holdEnded {
-		oc := holdReleased
-		if end.holdLost {
-			oc = holdLost
-		}
-		o.inst.holdDuration.Record(ctx, end.held.Seconds(), attrs.hold[oc].rec...)
+	attrs, _ := o.holdAttrs(e.Hold, e.Lock)
+	o.inst.losses.Add(ctx, 1, attrs.loss[lossCause(e.Cause)].add...)
+	if e.HoldEnded {
+		o.inst.holdDuration.Record(ctx, e.HoldDuration.Seconds(), attrs.hold[holdLost].rec...)
 		o.inst.held.Add(ctx, -1, attrs.lock.add...)
 	}
-	if end.tellSpan && span.IsRecording() {
-		typ, desc := describeError(lostEv.Cause, o.cfg.keyAttr)
-		span.AddEvent(eventLost, trace.WithAttributes(o.eventAttrs(attrs, lostEv.Lock,
-			semconv.ErrorTypeKey.String(typ), keyHeld.Float64(lostEv.HeldFor.Seconds()))...))
+	leases := e.Leases
+	if len(leases) == 0 && e.Lease != nil {
+		leases = []*core.Lease{e.Lease}
+	}
+	var buf [4]trace.SpanID
+	told := buf[:0]
+	for _, l := range leases {
+		span := trace.SpanFromContext(l.Context())
+		if !span.IsRecording() {
+			continue
+		}
+		id := span.SpanContext().SpanID()
+		if slices.Contains(told, id) {
+			continue // re-entries under the same span: one event
+		}
+		told = append(told, id)
+		typ, desc := describeError(e.Cause, o.cfg.keyAttr)
+		span.AddEvent(eventLost, trace.WithAttributes(o.eventAttrs(attrs, e.Lock,
+			semconv.ErrorTypeKey.String(typ), keyHeld.Float64(e.HeldFor.Seconds()))...))
 		span.SetStatus(codes.Error, desc)
 	}
 }
