@@ -31,6 +31,9 @@ func TestNoTrackerNumbers(t *testing.T) {
 		t.Fatalf("git ls-files lists %d Go and Markdown files; want the repository's", len(files))
 	}
 	for _, f := range files {
+		if f == "internal/readme/refs_test.go" {
+			continue // this file: the pattern's examples
+		}
 		b, err := os.ReadFile(filepath.Join("../..", f))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // deleted in the work tree, not yet committed
