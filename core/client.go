@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/keylock/keylock/core/internal/hub"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,7 @@ type Client struct {
 	id  string // random; prefixes owner and lease ids
 	seq atomic.Uint64
 
-	hub     *hub
+	hub     *hub.Hub
 	restart restartWatch // restart.go
 	places  placeKeeper  // waiters' places in line (wait_place.go)
 
@@ -76,8 +77,12 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	}
 	c.grace, c.cancelGrace = context.WithCancel(context.Background())
 	c.scripts = attachScripts(rdb)
-	c.hub = newHub(rdb, &c.wg)
-	c.hub.refused = func(err error) { c.reportRefused(context.Background(), "SUBSCRIBE", DegradeWakeups, err) }
+	c.hub = hub.New(rdb, &c.wg, keyPrefix, ErrClosed)
+	c.hub.Refused = func(err error) {
+		if isRefusal(err) {
+			c.reportRefused(context.Background(), "SUBSCRIBE", DegradeWakeups, err)
+		}
+	}
 	c.startRestartWatch()
 	c.startWatchdog()
 	c.startIdentity()
@@ -115,7 +120,7 @@ func (c *Client) Close() error {
 	for _, h := range holds {
 		c.lose(h, ErrClosed)
 	}
-	c.hub.close()
+	c.hub.Close()
 	c.wg.Wait()
 	detachScripts(c.rdb)
 	return nil

@@ -189,7 +189,7 @@ func (a fairAttempt) tagged() bool { return true }
 func (a fairAttempt) line() *FairMutex { return a.FairMutex }
 
 func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
-	pub, err := a.c.hub.publishCommand(ctx)
+	pub, err := a.c.hub.PublishCommand(ctx)
 	if err != nil {
 		return acquireReply{}, err
 	}
@@ -214,7 +214,7 @@ func (a fairAttempt) abort(ctx context.Context, t try) error {
 	if !a.wait {
 		return nil // TryLock never queues
 	}
-	pub, err := a.c.hub.publishCommand(ctx)
+	pub, err := a.c.hub.PublishCommand(ctx)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func (a fairAttempt) release(ctx context.Context, r releaseArgs) (releaseReply, 
 }
 
 func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string) (releaseReply, error) {
-	pub, err := a.c.hub.publishCommand(ctx)
+	pub, err := a.c.hub.PublishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}

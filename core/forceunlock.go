@@ -85,7 +85,7 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (*ForceUnlockResu
 }
 
 func (c *Client) forceUnlock(ctx context.Context, name string) (*ForceUnlockResult, error) {
-	pub, err := c.hub.publishCommand(ctx)
+	pub, err := c.hub.PublishCommand(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,7 @@ package core
 
 import (
 	"context"
-	"strconv"
-	"strings"
+	"github.com/keylock/keylock/core/internal/hub"
 	"time"
 )
 
@@ -29,25 +28,6 @@ type grant struct {
 	sent  time.Time     // the earliest local time the grant can have been made
 }
 
-// parseGrant decodes a grant push: 'g <id> <token> <server ms> <lease ms>'.
-func parseGrant(payload string) (id string, token uint64, at int64, lease time.Duration, ok bool) {
-	rest, found := strings.CutPrefix(payload, "g ")
-	if !found {
-		return "", 0, 0, 0, false
-	}
-	f := strings.Split(rest, " ")
-	if len(f) != 4 || f[0] == "" {
-		return "", 0, 0, 0, false
-	}
-	token, err1 := strconv.ParseUint(f[1], 10, 64)
-	at, err2 := strconv.ParseInt(f[2], 10, 64)
-	l, err3 := strconv.ParseInt(f[3], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || l <= 0 {
-		return "", 0, 0, 0, false
-	}
-	return f[0], token, at, time.Duration(l) * time.Millisecond, true
-}
-
 // reply is the grant as an attempt's reply.
 func (g grant) reply() acquireReply {
 	return acquireReply{acquired: true, token: g.token, left: g.lease, granted: true}
@@ -61,11 +41,11 @@ func (s *waitState) granted() (grant, bool) {
 	if !s.woken || s.w == nil || a.lastNow == 0 || a.c.cfg.replica != nil {
 		return grant{}, false
 	}
-	payload, ok := a.c.hub.takeGrant(s.w, a.t.id)
+	payload, ok := a.c.hub.TakeGrant(s.w, a.t.id)
 	if !ok {
 		return grant{}, false
 	}
-	id, token, at, lease, ok := parseGrant(payload)
+	id, token, at, lease, ok := hub.ParseGrant(payload)
 	if !ok || id != a.t.id {
 		return grant{}, false
 	}

@@ -508,7 +508,7 @@ func (c *Client) subscribers(ctx context.Context, channels []string) (map[string
 	if !cluster {
 		return c.rdb.PubSubNumSub(ctx, channels...).Result()
 	}
-	sharded, err := c.hub.sharded(ctx)
+	sharded, err := c.hub.Sharded(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/keylock/keylock/core/internal/hub"
 	"time"
 )
 
@@ -144,8 +145,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, bool, error) {
 // listen puts a waiter on the leader channel: it is woken by every notice
 // (they wake all of a channel's waiters), and takes no wake-up from the
 // campaigners, who wait on the lock's own channel.
-func (e *Election) listen(ctx context.Context) (*waiter, error) {
-	return e.c.hub.join(ctx, e.ch, "")
+func (e *Election) listen(ctx context.Context) (*hub.Waiter, error) {
+	return e.c.hub.Join(ctx, e.ch, "")
 }
 
 // notify publishes a notice on the leader channel, on a Client goroutine:
@@ -156,7 +157,7 @@ func (e *Election) notify() {
 	e.c.spawn(func() {
 		ctx, cancel := context.WithTimeout(clientContext{Context: context.Background(), c: e.c}, e.c.cfg.releaseTimeout)
 		defer cancel()
-		pub, err := e.c.hub.publishCommand(ctx)
+		pub, err := e.c.hub.PublishCommand(ctx)
 		switch {
 		case err != nil:
 		case pub == "spublish":

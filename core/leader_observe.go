@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/keylock/keylock/core/internal/hub"
 	"time"
 )
 
@@ -43,10 +44,10 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 	defer close(out)
 	c := e.c
-	var w *waiter
+	var w *hub.Waiter
 	defer func() {
 		if w != nil {
-			c.hub.leave(w)
+			c.hub.Leave(w)
 		}
 	}()
 	timer := time.NewTimer(time.Hour)
@@ -90,7 +91,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 		}
 		var wake <-chan struct{}
 		if w != nil {
-			wake = w.wake
+			wake = w.Wake
 		} else {
 			next = min(next, noTTLWait) // not subscribed: re-check as a waiter would
 		}
@@ -113,14 +114,14 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 }
 
 // ready waits until w's subscription is confirmed, so that no notice
-// published after the next read is missed; past subscribeWait the observer
+// published after the next read is missed; past hub.SubscribeWait the observer
 // reads anyway (the fallback re-checks cover the gap). It reports false
 // when ctx ended or the Client closed.
-func (e *Election) ready(ctx context.Context, w *waiter) bool {
-	t := time.NewTimer(subscribeWait)
+func (e *Election) ready(ctx context.Context, w *hub.Waiter) bool {
+	t := time.NewTimer(hub.SubscribeWait)
 	defer t.Stop()
 	select {
-	case <-w.ready:
+	case <-w.Ready:
 	case <-t.C:
 	case <-ctx.Done():
 		return false

@@ -75,8 +75,8 @@ func (t *Term) watch(free context.CancelFunc) {
 	ctx := t.lease.Context()
 	var wake <-chan struct{}
 	if w, err := t.e.listen(ctx); err == nil {
-		defer c.hub.leave(w)
-		wake = w.wake
+		defer c.hub.Leave(w)
+		wake = w.Wake
 	}
 	for ended := false; !ended; {
 		select {

@@ -23,7 +23,7 @@ import (
 // reconnect. A run_id that changed, or a
 // master never seen before, means the data may be gone, or the master
 // changed (a failover): every waiter retries at once, the hub moves its
-// subscriptions to the current master (pubsub_master.go), every hold
+// subscriptions to the current master (internal/hub/master.go), every hold
 // re-checks with Redis (renewNow), and releases acknowledged just before are
 // sent again (release_retry.go). Each probe also checks that the master
 // counts the hub's presence channel; where it does not, the hub moves.
@@ -50,7 +50,7 @@ type restartWatch struct {
 	// rehomed counts the hub's moves to the current master (tests read it).
 	rehomed atomic.Uint64
 	// noNumSub is set once PUBSUB NUMSUB was refused: the hub's placement
-	// is no longer checked (pubsub_master.go).
+	// is no longer checked (internal/hub/master.go).
 	noNumSub atomic.Bool
 	// sent is what is sent again on a new master (release_retry.go).
 	sent releaseLog
@@ -59,8 +59,8 @@ type restartWatch struct {
 // startRestartWatch starts the restart watch. New calls it once.
 func (c *Client) startRestartWatch() {
 	c.restart.kick = make(chan struct{}, 1)
-	c.hub.kick = c.kickRestartWatch
-	c.hub.id = c.id
+	c.hub.Kick = c.kickRestartWatch
+	c.hub.ID = c.id
 	c.wg.Add(1)
 	go c.watchRestarts()
 }
@@ -76,7 +76,7 @@ func (c *Client) kickRestartWatch() {
 
 // busy reports whether the Client holds or waits for anything.
 func (c *Client) busy() bool {
-	if c.hub.busy() || c.releasesPending() {
+	if c.hub.Busy() || c.releasesPending() {
 		return true
 	}
 	c.mu.Lock()
@@ -116,16 +116,16 @@ func (c *Client) watchRestarts() {
 		switch restarted, misplaced := c.probeRestart(runIDs); {
 		case restarted:
 			c.restart.seen.Add(1)
-			if c.hub.rehome() {
+			if c.hub.Rehome() {
 				c.restart.rehomed.Add(1)
 			}
-			c.hub.wakeAll()
+			c.hub.WakeAll()
 			c.renewNow()
 			c.resendRecent()
 		case misplaced:
 			// The hub's connection is on another server than the master
-			// (pubsub_master.go).
-			if c.hub.rehome() {
+			// (internal/hub/master.go).
+			if c.hub.Rehome() {
 				c.restart.rehomed.Add(1)
 			}
 		}
@@ -147,7 +147,7 @@ func (c *Client) watchRestarts() {
 // changed, or a master appeared, since the last probe. Masters that do not
 // answer keep their last run_id. Outside a Cluster or Ring it also checks,
 // while the hub has a confirmed connection, that the master counts the
-// hub's presence channel (pubsub_master.go): misplaced reports that it does
+// hub's presence channel (internal/hub/master.go): misplaced reports that it does
 // not.
 func (c *Client) probeRestart(runIDs map[string]string) (restarted, misplaced bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), restartProbeTimeout)
@@ -183,7 +183,7 @@ func (c *Client) probeRestart(runIDs map[string]string) (restarted, misplaced bo
 		if id := infoRunID(info); err == nil && id != "" {
 			found[""] = id
 		}
-		if presence := c.hub.presence(); presence != "" && !c.restart.noNumSub.Load() {
+		if presence := c.hub.Presence(); presence != "" && !c.restart.noNumSub.Load() {
 			m, err := c.rdb.PubSubNumSub(ctx, presence).Result()
 			if isRefusal(err) {
 				// Behind a proxy that refuses PUBSUB the check is off;

@@ -158,7 +158,7 @@ func (r rwRead) release(ctx context.Context, rel releaseArgs) (releaseReply, err
 }
 
 func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (releaseReply, error) {
-	pub, err := r.c.hub.publishCommand(ctx)
+	pub, err := r.c.hub.PublishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}
@@ -199,7 +199,7 @@ func (w rwWrite) abort(ctx context.Context, t try) error {
 	if !w.wait {
 		return nil // TryLock records no intent
 	}
-	pub, err := w.c.hub.publishCommand(ctx)
+	pub, err := w.c.hub.PublishCommand(ctx)
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func (w rwWrite) release(ctx context.Context, r releaseArgs) (releaseReply, erro
 }
 
 func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (releaseReply, error) {
-	pub, err := w.c.hub.publishCommand(ctx)
+	pub, err := w.c.hub.PublishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}

@@ -122,7 +122,7 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	if n < 1 {
 		return fmt.Errorf("%w: semaphore %q needs at least one permit, got %d", ErrInvalidOption, s.k.name, n)
 	}
-	pub, err := s.c.hub.publishCommand(ctx)
+	pub, err := s.c.hub.PublishCommand(ctx)
 	if err == nil {
 		err = scriptSemSetPermits.run(ctx, s.c.rdb, []string{s.size, s.k.ch}, n, pub).Err()
 	}
@@ -205,7 +205,7 @@ func (a semAttempt) release(ctx context.Context, r releaseArgs) (releaseReply, e
 }
 
 func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseReply, error) {
-	pub, err := a.c.hub.publishCommand(ctx)
+	pub, err := a.c.hub.PublishCommand(ctx)
 	if err != nil {
 		return releaseReply{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/keylock/keylock/core/internal/hub"
 	"time"
 )
 
@@ -188,7 +189,7 @@ type taggedChannel interface {
 // Client's local waiters of the lock's channel, and its timer.
 type waitState struct {
 	a     *attempt
-	w     *waiter
+	w     *hub.Waiter
 	timer *time.Timer
 	// woken is set when a wake-up was taken and not yet used by an attempt.
 	// Leaving with it (ctx ended, Redis failed) hands it back, so the next
@@ -218,11 +219,11 @@ type linedProtocol interface {
 func (s *waitState) lineWait(d time.Duration, rep acquireReply) time.Duration {
 	a := s.a
 	lp, ok := a.p.(linedProtocol)
-	if !ok || s.w == nil || s.fresh || !s.w.live() {
+	if !ok || s.w == nil || s.fresh || !s.w.Live() {
 		return d
 	}
 	f := lp.line()
-	p := a.c.keep(s.place, f, a.t.owner, a.t.id, f.waiterTimeout, s.w.wake)
+	p := a.c.keep(s.place, f, a.t.owner, a.t.id, f.waiterTimeout, s.w.Wake)
 	if p == nil {
 		return d
 	}
@@ -249,12 +250,12 @@ func (s *waitState) enter(ctx, actx context.Context) (bounded bool, err error) {
 		tag = a.t.id
 	}
 	if s.w != nil {
-		if tag != "" && s.w.tag != tag {
-			a.c.hub.retag(s.w, tag) // the acquisition moved on to a new id
+		if tag != "" && s.w.Tag != tag {
+			a.c.hub.Retag(s.w, tag) // the acquisition moved on to a new id
 		}
 		return false, nil
 	}
-	w, err := a.c.hub.join(actx, a.p.channel(a.t.owner), tag)
+	w, err := a.c.hub.Join(actx, a.p.channel(a.t.owner), tag)
 	switch {
 	case errors.Is(err, ErrClosed):
 		return false, ErrClosed
@@ -263,7 +264,7 @@ func (s *waitState) enter(ctx, actx context.Context) (bounded bool, err error) {
 			return false, ctx.Err()
 		}
 		return true, nil
-	case tag != "" && !w.liveSince.IsZero() && w.liveSince.Before(a.lastSent):
+	case tag != "" && !w.LiveSince.IsZero() && w.LiveSince.Before(a.lastSent):
 		// Subscribed since before the refused attempt was sent: a push
 		// for it, even one that came before this join, is not missed.
 		s.w = w
@@ -284,9 +285,9 @@ func (s *waitState) waitTurn(ctx, actx context.Context, d, holderTTL time.Durati
 	switch {
 	case s.w == nil: // no wake-ups: a bounded wait
 	case s.fresh:
-		ready, s.fresh = s.w.ready, false
+		ready, s.fresh = s.w.Ready, false
 	default:
-		wake = s.w.wake
+		wake = s.w.Wake
 	}
 	if obs := c.cfg.observer; obs != nil {
 		obs.Wait(actx, WaitEvent{Lock: a.info, Attempt: a.attempts, HolderTTL: holderTTL})
@@ -324,7 +325,7 @@ func (s *waitState) waitTurn(ctx, actx context.Context, d, holderTTL time.Durati
 func (s *waitState) handBack() {
 	if s.woken && s.w != nil {
 		select {
-		case s.w.wake <- struct{}{}:
+		case s.w.Wake <- struct{}{}:
 		default:
 		}
 		s.woken = false
@@ -335,7 +336,7 @@ func (s *waitState) handBack() {
 func (s *waitState) stop() {
 	s.a.c.unkeep(s.place)
 	if s.w != nil {
-		s.a.c.hub.leave(s.w)
+		s.a.c.hub.Leave(s.w)
 	}
 	if s.timer != nil {
 		s.timer.Stop()

@@ -255,7 +255,7 @@ func (c *Client) sendKeep(call keepCall) error {
 	}
 	ctx, cancel := context.WithTimeout(clientContext{Context: context.Background(), c: c}, longest/3)
 	defer cancel()
-	pub, err := c.hub.publishCommand(ctx)
+	pub, err := c.hub.PublishCommand(ctx)
 	if err != nil {
 		return err
 	}

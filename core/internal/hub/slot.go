@@ -1,4 +1,4 @@
-package core
+package hub
 
 import (
 	"context"
@@ -31,7 +31,7 @@ const (
 
 // follow moves old's subscriptions to a new connection for its slot.
 // Called with h.mu held, when the server dropped one of old's channels.
-func (h *hub) follow(old *psConn) {
+func (h *Hub) follow(old *psConn) {
 	h.retire(old)
 	if h.closed || len(old.subs) == 0 {
 		return
@@ -57,7 +57,7 @@ func (h *hub) follow(old *psConn) {
 // answers MOVED or ASK while it does not own the slot. It gives up when ctx
 // ends (the connection was retired: every waiter left, or the Client
 // closed).
-func (h *hub) settle(ctx context.Context, channel string) {
+func (h *Hub) settle(ctx context.Context, channel string) {
 	cc, ok := h.rdb.(*redis.ClusterClient)
 	if !ok {
 		return

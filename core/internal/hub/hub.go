@@ -1,18 +1,19 @@
-package core
+package hub
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/keyslot"
 )
 
-// hub multiplexes every wait of a Client over pub/sub. Channels are
+// Hub multiplexes every wait of a Client over pub/sub. Channels are
 // reference-counted across waiters: the first waiter of a channel subscribes,
 // the last one out unsubscribes. A message "n" on a channel wakes the n
 // longest-waiting local waiters of that channel that are not already awake
@@ -23,22 +24,22 @@ import (
 // SPUBLISH, so a wake-up travels only to the shard that owns the lock's slot;
 // the hub opens one connection per hash slot that has waiters (go-redis binds
 // a sharded connection to its first channel's slot owner) and follows a slot
-// when it migrates (pubsub_slot.go).
+// when it migrates (slot.go).
 //
 // The hub never does network I/O under its mutex, and never keeps a caller
 // waiting for Redis past the caller's context. Each connection has a writer
-// goroutine (pubsub_conn.go) that sends its (S)SUBSCRIBE and (S)UNSUBSCRIBE
+// goroutine (conn.go) that sends its (S)SUBSCRIBE and (S)UNSUBSCRIBE
 // commands in the order the hub's state changed — so per channel an
 // UNSUBSCRIBE decided before a SUBSCRIBE reaches the server first — and a
-// reader goroutine (pubsub_read.go). join waits for its SUBSCRIBE to be
-// written only while its context lasts; leave only queues. A connection stuck
+// reader goroutine (read.go). Join waits for its SUBSCRIBE to be
+// written only while its context lasts; Leave only queues. A connection stuck
 // re-dialing (a partition) therefore delays nobody but its own waiters'
 // wake-ups, and those fall back to the holder's TTL as with any lost message.
 //
 // Goroutines: each connection's writer and reader, and a mode probe while
-// one runs; all are counted in wg, stopped by close (or when the connection
+// one runs; all are counted in wg, stopped by Close (or when the connection
 // is retired) and waited for by Client.Close.
-type hub struct {
+type Hub struct {
 	rdb redis.UniversalClient
 	wg  *sync.WaitGroup
 	// life is the hub's lifetime, ended by close: the parent of every
@@ -46,20 +47,24 @@ type hub struct {
 	// keeps, deliberately, like a server's base context).
 	life context.Context
 	end  context.CancelFunc
-	// kick, when set (before first use), is called without h.mu whenever
+	// prefix begins the presence and probe channels' names; errClosed is
+	// what Join answers once the hub is closed.
+	prefix    string
+	errClosed error
+	// Kick, when set (before first use), is called without h.mu whenever
 	// the hub gets its first waiter or sees a connection re-subscribe after a
-	// reconnect: the Client's restart watch (restart.go) probes at once.
-	kick func()
-	// refused, when set (before first use), is told of an error reply on a
-	// pub/sub connection: the server refuses (S)SUBSCRIBE.
-	refused func(error)
+	// reconnect: the Client's restart watch probes at once.
+	Kick func()
+	// Refused, when set (before first use), is told of every error reply
+	// on a pub/sub connection (the server may refuse (S)SUBSCRIBE).
+	Refused func(error)
 
 	mode  atomic.Int32 // pubUnknown, pubPlain or pubSharded
 	probe *modeProbe   // the running mode probe, guarded by mu
 
-	// id names the presence channels of the hub's plain connections
-	// (pubsub_master.go); set before first use.
-	id string
+	// ID names the presence channels of the hub's plain connections
+	// (master.go); set before first use.
+	ID string
 
 	mu     sync.Mutex
 	closed bool
@@ -77,7 +82,7 @@ const plainSlot = -1
 
 type subscription struct {
 	conn    *psConn
-	waiters []*waiter // in arrival order
+	waiters []*Waiter // in arrival order
 	ready   chan struct{}
 	isReady bool
 	// rewake is set when the subscription was re-sent after the server
@@ -87,7 +92,7 @@ type subscription struct {
 	// readyAt is when the last confirmation of the subscription came.
 	readyAt time.Time
 	// tagged: the channel is a Client's channel of a fair lock, whose
-	// pushes name the attempt they are for (grant.go); it lingers.
+	// pushes name the attempt they are for (push.go); it lingers.
 	tagged bool
 	// idleSince is when its last waiter left, if it lingers without one.
 	idleSince time.Time
@@ -99,20 +104,20 @@ type subscription struct {
 	pushes map[string]push
 	// byTag finds a tagged channel's waiter by its attempt id (thousands
 	// of waiters may share one channel).
-	byTag map[string]*waiter
+	byTag map[string]*Waiter
 }
 
 // addTag and dropTag keep s.byTag. Called with h.mu held.
-func (s *subscription) addTag(w *waiter) {
+func (s *subscription) addTag(w *Waiter) {
 	if s.byTag == nil {
-		s.byTag = make(map[string]*waiter)
+		s.byTag = make(map[string]*Waiter)
 	}
-	s.byTag[w.tag] = w
+	s.byTag[w.Tag] = w
 }
 
-func (s *subscription) dropTag(w *waiter) {
-	if s.byTag[w.tag] == w {
-		delete(s.byTag, w.tag)
+func (s *subscription) dropTag(w *Waiter) {
+	if s.byTag[w.Tag] == w {
+		delete(s.byTag, w.Tag)
 	}
 }
 
@@ -122,41 +127,47 @@ type push struct {
 	at      time.Time
 }
 
-// waiter is one blocked acquisition's place in a channel's line.
-type waiter struct {
+// Waiter is one blocked acquisition's place in a channel's line.
+type Waiter struct {
 	ch    string
-	wake  chan struct{} // buffered(1): a pending wake-up
-	ready chan struct{} // closed once the subscription is confirmed
-	// tag is the attempt id a tagged channel's pushes name this waiter by.
-	tag string
-	// liveSince is when the subscription was last confirmed before the
+	Wake  chan struct{} // buffered(1): a pending wake-up
+	Ready chan struct{} // closed once the subscription is confirmed
+	// Tag is the attempt id a tagged channel's pushes name this waiter by
+	// (changed only by Retag).
+	Tag string
+	// LiveSince is when the subscription was last confirmed before the
 	// waiter joined (zero: not yet): a push published after a command sent
 	// since then reaches it.
-	liveSince time.Time
+	LiveSince time.Time
 	// recheck wakes the waiter when the claim window of a grant to the
 	// waiter in front of it has passed (recheckAfter); guarded by h.mu.
 	recheck *time.Timer
 }
 
-// live reports whether w's subscription has been confirmed.
-func (w *waiter) live() bool {
+// Live reports whether w's subscription has been confirmed.
+func (w *Waiter) Live() bool {
 	select {
-	case <-w.ready:
+	case <-w.Ready:
 		return true
 	default:
 		return false
 	}
 }
 
-func newHub(rdb redis.UniversalClient, wg *sync.WaitGroup) *hub {
+// New returns the hub of a Client that waits through rdb. Its goroutines
+// are counted in wg (the Client's Close waits for them); keyPrefix begins
+// the names of its presence and probe channels (each with its own hash
+// tag); closed is the error join answers once the hub is closed.
+func New(rdb redis.UniversalClient, wg *sync.WaitGroup, keyPrefix string, closed error) *Hub {
 	life, end := context.WithCancel(context.Background())
-	return &hub{rdb: rdb, wg: wg, life: life, end: end, conns: make(map[int]*psConn), chans: make(map[string]*subscription)}
+	return &Hub{rdb: rdb, wg: wg, life: life, end: end, prefix: keyPrefix, errClosed: closed,
+		conns: make(map[int]*psConn), chans: make(map[string]*subscription)}
 }
 
-// subscribeWait bounds how long join waits for its SUBSCRIBE to be written
+// SubscribeWait bounds how long Join waits for its SUBSCRIBE to be written
 // (go-redis may be re-dialing): past it the caller falls back to bounded
 // waits, as without pub/sub, and joins again on its next wait.
-const subscribeWait = time.Second
+const SubscribeWait = time.Second
 
 // lingerFor is how long a tagged channel stays subscribed after its last
 // waiter left, and maxLinger how many may linger at once: a Client that
@@ -166,27 +177,27 @@ const (
 	maxLinger = 256
 )
 
-// join puts a new waiter in line on channel, subscribing if it is the first.
+// Join puts a new waiter in line on channel, subscribing if it is the first.
 // tag, if not empty, is the attempt id the channel's pushes name the
 // waiter by (a tagged channel).
 // The waiter's ready channel closes when the subscription is confirmed; only
 // after that is it safe to rely on wake-ups. The first waiter of a channel
-// waits until its SUBSCRIBE is written, or until ctx ends or subscribeWait
+// waits until its SUBSCRIBE is written, or until ctx ends or SubscribeWait
 // passes (then join fails and leaves the line: the SUBSCRIBE, if still
 // queued, is never sent).
-func (h *hub) join(ctx context.Context, channel, tag string) (*waiter, error) {
-	sharded, err := h.sharded(ctx)
+func (h *Hub) Join(ctx context.Context, channel, tag string) (*Waiter, error) {
+	sharded, err := h.Sharded(ctx)
 	if err != nil {
 		return nil, err
 	}
 	slot := plainSlot
 	if sharded {
-		slot = clusterSlot(channel)
+		slot = keyslot.Of(channel)
 	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, ErrClosed
+		return nil, h.errClosed
 	}
 	wasIdle := !h.busyLocked()
 	conn := h.conns[slot]
@@ -202,9 +213,9 @@ func (h *hub) join(ctx context.Context, channel, tag string) (*waiter, error) {
 		written = make(chan error, 1)
 		conn.queue(psOp{kind: opSubscribe, channel: channel, done: written})
 	}
-	w := &waiter{ch: channel, wake: make(chan struct{}, 1), ready: s.ready, tag: tag}
+	w := &Waiter{ch: channel, Wake: make(chan struct{}, 1), Ready: s.ready, Tag: tag}
 	if s.isReady {
-		w.liveSince = s.readyAt
+		w.LiveSince = s.readyAt
 	}
 	if tag != "" {
 		s.tagged = true
@@ -216,35 +227,35 @@ func (h *hub) join(ctx context.Context, channel, tag string) (*waiter, error) {
 	}
 	s.waiters = append(s.waiters, w)
 	h.mu.Unlock()
-	if wasIdle && h.kick != nil {
-		h.kick()
+	if wasIdle && h.Kick != nil {
+		h.Kick()
 	}
 	if written == nil {
 		return w, nil
 	}
-	slow := time.NewTimer(subscribeWait)
+	slow := time.NewTimer(SubscribeWait)
 	defer slow.Stop()
 	select {
 	case err = <-written:
 	case <-ctx.Done():
 		err = fmt.Errorf("keylock: subscribe %q: %w", channel, ctx.Err())
 	case <-slow.C:
-		err = fmt.Errorf("keylock: subscribe %q: not written within %s", channel, subscribeWait)
+		err = fmt.Errorf("keylock: subscribe %q: not written within %s", channel, SubscribeWait)
 	case <-h.life.Done():
-		err = ErrClosed
+		err = h.errClosed
 	}
 	if err != nil {
-		h.leave(w)
+		h.Leave(w)
 		return nil, err
 	}
 	return w, nil
 }
 
-// leave takes w out of line. A wake-up w received but did not use is passed
+// Leave takes w out of line. A wake-up w received but did not use is passed
 // on to the next waiter; the last waiter out unsubscribes (and, for a
-// sharded connection whose last channel this was, retires the connection).
-// leave never waits for Redis: the writes are queued.
-func (h *hub) leave(w *waiter) {
+// Sharded connection whose last channel this was, retires the connection).
+// Leave never waits for Redis: the writes are queued.
+func (h *Hub) Leave(w *Waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.chans[w.ch]
@@ -263,14 +274,14 @@ func (h *hub) leave(w *waiter) {
 		w.recheck.Stop()
 		w.recheck = nil
 	}
-	if w.tag != "" {
+	if w.Tag != "" {
 		// Its push, if one came, is resolved on the server (a grant by the
 		// attempt's give-back); no other waiter can use it.
-		delete(s.pushes, w.tag)
+		delete(s.pushes, w.Tag)
 		s.dropTag(w)
 	} else {
 		select {
-		case <-w.wake:
+		case <-w.Wake:
 			wakeN(s, 1)
 		default:
 		}
@@ -291,7 +302,7 @@ func (h *hub) leave(w *waiter) {
 
 // unsubscribe drops channel's subscription s, which has no waiter. Called
 // with h.mu held; the writes are queued.
-func (h *hub) unsubscribe(channel string, s *subscription) {
+func (h *Hub) unsubscribe(channel string, s *subscription) {
 	delete(h.chans, channel)
 	conn := s.conn
 	delete(conn.subs, channel)
@@ -309,7 +320,7 @@ func (h *hub) unsubscribe(channel string, s *subscription) {
 // sweepIdle unsubscribes the channels that have lingered without a waiter
 // for lingerFor, and runs again when the next one will have. It runs on the
 // timer's goroutine and does no network I/O (the writes are queued).
-func (h *hub) sweepIdle() {
+func (h *Hub) sweepIdle() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.sweep = nil
@@ -338,7 +349,7 @@ func (h *hub) sweepIdle() {
 
 // busyLocked reports whether any channel has a waiter. Called with h.mu
 // held.
-func (h *hub) busyLocked() bool {
+func (h *Hub) busyLocked() bool {
 	for _, s := range h.chans {
 		if len(s.waiters) > 0 {
 			return true
@@ -355,15 +366,15 @@ func wakeN(s *subscription, n int) {
 			return
 		}
 		select {
-		case w.wake <- struct{}{}:
+		case w.Wake <- struct{}{}:
 			n--
 		default:
 		}
 	}
 }
 
-// wakeAll wakes every waiter of every channel, so each retries at once.
-func (h *hub) wakeAll() {
+// WakeAll wakes every waiter of every channel, so each retries at once.
+func (h *Hub) WakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, s := range h.chans {
@@ -371,9 +382,9 @@ func (h *hub) wakeAll() {
 	}
 }
 
-// takeGrant returns (and forgets) the grant pushed on w's channel to the
+// TakeGrant returns (and forgets) the grant pushed on w's channel to the
 // attempt id, if one came.
-func (h *hub) takeGrant(w *waiter, id string) (string, bool) {
+func (h *Hub) TakeGrant(w *Waiter, id string) (string, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.chans[w.ch]
@@ -388,21 +399,6 @@ func (h *hub) takeGrant(w *waiter, id string) (string, bool) {
 	return p.payload, true
 }
 
-// parseNext decodes a 'n <attempt id> <ms>' push: the waiter in front of
-// that attempt was granted the lock with a claim window of ms.
-func parseNext(payload string) (id string, after time.Duration, ok bool) {
-	rest, found := strings.CutPrefix(payload, "n ")
-	if !found {
-		return "", 0, false
-	}
-	id, n, found := strings.Cut(rest, " ")
-	ms, err := strconv.ParseInt(n, 10, 64)
-	if !found || id == "" || err != nil || ms <= 0 {
-		return "", 0, false
-	}
-	return id, time.Duration(ms) * time.Millisecond, true
-}
-
 // recheckMargin is how long after a grant's claim window the next waiter
 // looks again: the hold has expired on the server by then if the grantee
 // never claimed it (the push took some time to come; a look that is early
@@ -413,7 +409,7 @@ const recheckMargin = 10 * time.Millisecond
 // passed (plus recheckMargin), if it still waits then: the attempt in front
 // of it was granted the lock, and a grantee that is gone never claims it.
 // A later push for the same waiter replaces the timer; leave stops it.
-func (h *hub) recheckAfter(channel, id string, after time.Duration) {
+func (h *Hub) recheckAfter(channel, id string, after time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.chans[channel]
@@ -431,24 +427,24 @@ func (h *hub) recheckAfter(channel, id string, after time.Duration) {
 				return
 			}
 			select {
-			case w.wake <- struct{}{}:
+			case w.Wake <- struct{}{}:
 			default:
 			}
 		})
 	}
 }
 
-// retag renames w to a new attempt id (its acquisition moved on to one).
-func (h *hub) retag(w *waiter, id string) {
+// Retag renames w to a new attempt id (its acquisition moved on to one).
+func (h *Hub) Retag(w *Waiter, id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.chans[w.ch]
-	if s == nil || w.tag == "" || w.tag == id {
+	if s == nil || w.Tag == "" || w.Tag == id {
 		return
 	}
-	delete(s.pushes, w.tag)
+	delete(s.pushes, w.Tag)
 	s.dropTag(w)
-	w.tag = id
+	w.Tag = id
 	s.addTag(w)
 	s.pushedBefore(w)
 }
@@ -488,31 +484,31 @@ func (s *subscription) pushTo(id, payload string) {
 
 // pushedBefore wakes w if a push for it is kept; a wake-up is used up by
 // it, a grant stays until taken. Called with h.mu held.
-func (s *subscription) pushedBefore(w *waiter) {
-	p, ok := s.pushes[w.tag]
+func (s *subscription) pushedBefore(w *Waiter) {
+	p, ok := s.pushes[w.Tag]
 	if !ok {
 		return
 	}
 	if !strings.HasPrefix(p.payload, "g ") {
-		delete(s.pushes, w.tag)
+		delete(s.pushes, w.Tag)
 	}
 	select {
-	case w.wake <- struct{}{}:
+	case w.Wake <- struct{}{}:
 	default:
 	}
 }
 
-// busy reports whether anyone waits.
-func (h *hub) busy() bool {
+// Busy reports whether anyone waits.
+func (h *Hub) Busy() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.busyLocked()
 }
 
-// close retires every connection (their writers close them, which ends
+// Close retires every connection (their writers close them, which ends
 // their readers) and ends the hub's lifetime. Client.Close waits for the
 // goroutines.
-func (h *hub) close() {
+func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
 	if h.sweep != nil {

@@ -1,4 +1,4 @@
-package core
+package hub
 
 import (
 	"context"
@@ -27,13 +27,13 @@ const (
 // the hub's own receive loop, not go-redis's PubSub.Channel: that one
 // re-dials under the PubSub's mutex for up to 10s from a goroutine of its
 // own, and Close would wait for it.
-func (h *hub) startReader(ctx context.Context, conn *psConn) {
+func (h *Hub) startReader(ctx context.Context, conn *psConn) {
 	h.wg.Add(1)
 	go h.read(ctx, conn)
 }
 
 // read receives what conn gets until ctx ends or the PubSub is closed.
-func (h *hub) read(ctx context.Context, conn *psConn) {
+func (h *Hub) read(ctx context.Context, conn *psConn) {
 	defer h.wg.Done()
 	pinged := false
 	for ctx.Err() == nil {
@@ -62,8 +62,8 @@ func (h *hub) read(ctx context.Context, conn *psConn) {
 				}
 				h.mu.Unlock()
 			default: // a dial refused, a reset, a server error: go-redis re-dials on the next receive
-				if h.refused != nil && isRefusal(err) {
-					h.refused(err)
+				if h.Refused != nil && isErrorReply(err) {
+					h.Refused(err)
 				}
 				t := time.NewTimer(redialPause)
 				select {
@@ -95,7 +95,7 @@ func (h *hub) read(ctx context.Context, conn *psConn) {
 // channel retries at once; and the Client's restart watch is told, since the
 // server may have restarted empty. The confirmation of a subscription
 // re-sent after a slot migration wakes every waiter too.
-func (h *hub) confirmed(conn *psConn, channel string) {
+func (h *Hub) confirmed(conn *psConn, channel string) {
 	h.mu.Lock()
 	if conn.retired {
 		h.mu.Unlock()
@@ -126,8 +126,8 @@ func (h *hub) confirmed(conn *psConn, channel string) {
 		s.rewake = false
 	}
 	h.mu.Unlock()
-	if !asked && h.kick != nil {
-		h.kick()
+	if !asked && h.Kick != nil {
+		h.Kick()
 	}
 }
 
@@ -135,7 +135,7 @@ func (h *hub) confirmed(conn *psConn, channel string) {
 // the hub's; one that does not, on a sharded connection, is the server
 // dropping the subscription because the channel's slot left the node (a
 // Cluster slot migration): the hub follows the slot.
-func (h *hub) unsubscribed(conn *psConn, channel string) {
+func (h *Hub) unsubscribed(conn *psConn, channel string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if conn.retired {
@@ -156,14 +156,14 @@ func (h *hub) unsubscribed(conn *psConn, channel string) {
 
 // published wakes the waiters a message asks for: its payload is how many
 // (a number; anything else, or 0, means one; negative means all), or a
-// push for one attempt — a grant (grant.go), 'w <attempt id>', or 'n <attempt
+// push for one attempt (push.go) — a grant, 'w <attempt id>', or 'n <attempt
 // id> <ms>' (look again in ms: recheckAfter).
-func (h *hub) published(m *redis.Message) {
-	if id, after, ok := parseNext(m.Payload); ok {
+func (h *Hub) published(m *redis.Message) {
+	if id, after, ok := ParseNext(m.Payload); ok {
 		h.recheckAfter(m.Channel, id, after)
 		return
 	}
-	id, _, _, _, ok := parseGrant(m.Payload)
+	id, _, _, _, ok := ParseGrant(m.Payload)
 	if !ok {
 		id, ok = strings.CutPrefix(m.Payload, "w ")
 	}
@@ -184,4 +184,11 @@ func (h *hub) published(m *redis.Message) {
 		wakeN(s, n)
 	}
 	h.mu.Unlock()
+}
+
+// isErrorReply reports whether err is the server's error reply (not a
+// network error): Refused decides whether it is a refusal.
+func isErrorReply(err error) bool {
+	var rerr redis.Error
+	return err != nil && errors.As(err, &rerr) && !errors.Is(err, redis.Nil)
 }

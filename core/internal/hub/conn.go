@@ -1,4 +1,4 @@
-package core
+package hub
 
 import (
 	"context"
@@ -19,7 +19,7 @@ type psConn struct {
 	retired bool               // stopped; its state no longer counts
 	opened  time.Time
 
-	// presence is a plain connection's own channel (pubsub_master.go);
+	// presence is a plain connection's own channel (master.go);
 	// presenceReady is set once the server confirmed it.
 	presence      string
 	presenceReady bool
@@ -48,15 +48,15 @@ type opKind int
 const (
 	opSubscribe   opKind = iota // (S)SUBSCRIBE channel
 	opUnsubscribe               // (S)UNSUBSCRIBE channel
-	opSettle                    // wait until go-redis routes channel's slot to its owner (pubsub_slot.go)
-	opPing                      // PING: the reader's health check (pubsub_read.go)
+	opSettle                    // wait until go-redis routes channel's slot to its owner (slot.go)
+	opPing                      // PING: the reader's health check (read.go)
 )
 
 // open creates the connection for slot and starts its writer (and, for
 // plain pub/sub, its reader). Called with h.mu held; it does no I/O (go-redis
 // dials on its own goroutines or on the first subscription, which the writer
 // sends).
-func (h *hub) open(slot int, sharded bool) *psConn {
+func (h *Hub) open(slot int, sharded bool) *psConn {
 	ctx, stop := context.WithCancel(h.life)
 	conn := &psConn{
 		slot: slot, sharded: sharded, stop: stop, kick: make(chan struct{}, 1),
@@ -141,7 +141,7 @@ func (conn *psConn) settled(op psOp, err error) {
 // what it still owed is forgotten. A waiter in join on one of its queued
 // SUBSCRIBEs is released without error: whoever retires a connection that
 // still has subscriptions moves them to a new one. Called with h.mu held.
-func (h *hub) retire(conn *psConn) {
+func (h *Hub) retire(conn *psConn) {
 	if conn.retired {
 		return
 	}
@@ -162,7 +162,7 @@ func (h *hub) retire(conn *psConn) {
 // until conn is retired; then it closes the PubSub. A write that fails is
 // settled (no confirmation will come for it); go-redis keeps a failed
 // SUBSCRIBE's channel and sends it again when it reconnects.
-func (h *hub) write(ctx context.Context, conn *psConn) {
+func (h *Hub) write(ctx context.Context, conn *psConn) {
 	defer h.wg.Done()
 	defer func() { _ = conn.ps.Close() }() // ends the reader
 	readerStarted := !conn.sharded
@@ -205,7 +205,7 @@ func (h *hub) write(ctx context.Context, conn *psConn) {
 
 // send performs one op on conn. (S)SUBSCRIBE and (S)UNSUBSCRIBE only write
 // the command; the reply is read by the reader.
-func (h *hub) send(ctx context.Context, conn *psConn, op psOp) error {
+func (h *Hub) send(ctx context.Context, conn *psConn, op psOp) error {
 	switch {
 	case op.kind == opSettle:
 		h.settle(ctx, op.channel)

@@ -1,4 +1,4 @@
-package core
+package hub
 
 import (
 	"strconv"
@@ -13,25 +13,25 @@ func TestPushBeforeJoin(t *testing.T) {
 	s := &subscription{}
 	s.pushTo("a", "w a")
 	s.pushTo("b", "g b 7 1000 2000")
-	other := &waiter{tag: "c", wake: make(chan struct{}, 1)}
+	other := &Waiter{Tag: "c", Wake: make(chan struct{}, 1)}
 	s.waiters = append(s.waiters, other)
 	s.addTag(other)
 	s.pushTo("d", "w d")
-	if len(other.wake) != 0 {
+	if len(other.Wake) != 0 {
 		t.Fatal("a push for another attempt woke a waiter")
 	}
 
-	a := &waiter{tag: "a", wake: make(chan struct{}, 1)}
+	a := &Waiter{Tag: "a", Wake: make(chan struct{}, 1)}
 	s.pushedBefore(a)
-	if len(a.wake) != 1 {
+	if len(a.Wake) != 1 {
 		t.Fatal("the kept wake-up did not wake its waiter")
 	}
 	if _, ok := s.pushes["a"]; ok {
 		t.Fatal("a wake-up was kept after it was used")
 	}
-	b := &waiter{tag: "b", wake: make(chan struct{}, 1)}
+	b := &Waiter{Tag: "b", Wake: make(chan struct{}, 1)}
 	s.pushedBefore(b)
-	if len(b.wake) != 1 {
+	if len(b.Wake) != 1 {
 		t.Fatal("the kept grant did not wake its waiter")
 	}
 	if p, ok := s.pushes["b"]; !ok || p.payload != "g b 7 1000 2000" {

@@ -1,4 +1,4 @@
-package core
+package hub
 
 import (
 	"strconv"
@@ -15,8 +15,8 @@ import (
 // waiters subscribed on the old one would sleep until their holder's TTL.
 //
 // So the plain connection also subscribes to a channel of its own, its
-// presence channel, that nobody publishes on. The restart watch
-// (restart.go) probes the master the Client's commands reach; when that
+// Presence channel, that nobody publishes on. The restart watch
+// (core/restart.go) probes the master the Client's commands reach; when that
 // master changed (a new run_id), or when it does not count the presence
 // channel among its subscriptions (PUBSUB NUMSUB: the hub's connection is on
 // another server), it asks the hub to rehome: the plain connection is
@@ -26,17 +26,17 @@ import (
 // more when its channel's new subscription is confirmed.
 //
 // A Cluster's sharded connections follow their slots instead
-// (pubsub_slot.go).
+// (slot.go).
 
 // rehomeQuiet is how long after a rehome the hub ignores a presence check
 // that misses: the new connection's SUBSCRIBE may not have reached the
 // server yet.
 const rehomeQuiet = time.Second
 
-// presence returns the plain connection's presence channel when it is
+// Presence returns the plain connection's presence channel when it is
 // confirmed and has been for a while, or "" (no plain connection, not
 // confirmed yet, or rehomed just now).
-func (h *hub) presence() string {
+func (h *Hub) Presence() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	conn := h.conns[plainSlot]
@@ -46,10 +46,10 @@ func (h *hub) presence() string {
 	return conn.presence
 }
 
-// rehome moves every subscription of the plain connection to a new one (see
+// Rehome moves every subscription of the plain connection to a new one (see
 // above) and reports whether it did. It does no I/O: the new connection's
 // writer sends the SUBSCRIBEs.
-func (h *hub) rehome() bool {
+func (h *Hub) Rehome() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.conns[plainSlot]
@@ -70,8 +70,8 @@ func (h *hub) rehome() bool {
 
 // subscribePresence queues the SUBSCRIBE of conn's presence channel.
 // Called with h.mu held, by open, for a plain connection.
-func (h *hub) subscribePresence(conn *psConn) {
+func (h *Hub) subscribePresence(conn *psConn) {
 	h.opened++
-	conn.presence = keyPrefix + "hub:" + h.id + "}:" + strconv.Itoa(h.opened)
+	conn.presence = h.prefix + "hub:" + h.ID + "}:" + strconv.Itoa(h.opened)
 	conn.queue(psOp{kind: opSubscribe, channel: conn.presence})
 }

@@ -1,4 +1,4 @@
-package core
+package hub
 
 import (
 	"context"
@@ -23,13 +23,13 @@ type modeProbe struct {
 	err  error
 }
 
-// sharded reports whether this Client uses sharded pub/sub: only on a
+// Sharded reports whether this Client uses sharded pub/sub: only on a
 // *redis.ClusterClient whose servers know SPUBLISH. The answer is probed
 // once (an SPUBLISH to a channel nobody listens on) and kept; a probe that
 // fails for another reason than an unknown command is retried next time.
 // The probe runs on a hub goroutine: sharded waits for it no longer than ctx
 // lasts.
-func (h *hub) sharded(ctx context.Context) (bool, error) {
+func (h *Hub) Sharded(ctx context.Context) (bool, error) {
 	for {
 		switch h.mode.Load() {
 		case pubPlain:
@@ -45,7 +45,7 @@ func (h *hub) sharded(ctx context.Context) (bool, error) {
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
-			return false, ErrClosed
+			return false, h.errClosed
 		}
 		p := h.probe
 		if p == nil {
@@ -67,9 +67,9 @@ func (h *hub) sharded(ctx context.Context) (bool, error) {
 }
 
 // probeMode runs one probe and publishes its outcome in p.
-func (h *hub) probeMode(cc *redis.ClusterClient, p *modeProbe) {
+func (h *Hub) probeMode(cc *redis.ClusterClient, p *modeProbe) {
 	defer h.wg.Done()
-	err := cc.SPublish(h.life, keyPrefix+"probe}:ch", "0").Err()
+	err := cc.SPublish(h.life, h.prefix+"probe}:ch", "0").Err()
 	var rerr redis.Error
 	switch {
 	case err == nil:
@@ -85,12 +85,12 @@ func (h *hub) probeMode(cc *redis.ClusterClient, p *modeProbe) {
 	close(p.done)
 }
 
-// publishCommand is the command scripts wake waiters with: "spublish" when
+// PublishCommand is the command scripts wake waiters with: "spublish" when
 // the hub uses sharded pub/sub, "publish" otherwise. It waits for the probe
 // even when ctx ends (a release needs the answer); the probe itself is
 // bounded by go-redis's timeouts.
-func (h *hub) publishCommand(ctx context.Context) (string, error) {
-	sharded, err := h.sharded(context.WithoutCancel(ctx))
+func (h *Hub) PublishCommand(ctx context.Context) (string, error) {
+	sharded, err := h.Sharded(context.WithoutCancel(ctx))
 	if err != nil {
 		return "", err
 	}
