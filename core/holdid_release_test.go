@@ -147,8 +147,8 @@ func TestFixedLeaseReentryIsToldBeforeRedisDropsIt(t *testing.T) {
 			taken := time.Now()
 			mustUnlock(t, outer)
 			// Timers and scheduling get a slack (as the fault suite's checker
-			// gives them); without the fix the lease believed it held for the
-			// rest of a watchdog lease (30s).
+			// gives them); a lease not told would believe it held for the rest
+			// of a watchdog lease (30s).
 			const slack = 50 * time.Millisecond
 			for alive(inner) {
 				if !inspect(t, insp, name).Held {
