@@ -128,12 +128,20 @@ func (c *Client) unkeep(p *place) {
 	}
 }
 
-// keepCall is one fair_keep call: a snapshot of up to keepChunk places.
+// keepCall is one fair_keep call: a snapshot of up to keepChunk places,
+// taken under k.mu (a place's fields change when its waiter moves on to a
+// new attempt).
 type keepCall struct {
 	line   *keptLine
 	f      *FairMutex
 	places []*place
-	ids    []string // each place's attempt id when the call was made
+	kept   []keptPlace // each place as it was when the call was made
+}
+
+// keptPlace is what a fair_keep call says of one place.
+type keptPlace struct {
+	owner, id string
+	wt        time.Duration
 }
 
 // keepPlaces is the keeper's goroutine: it sends each line's fair_keep
@@ -196,7 +204,7 @@ func (l *keptLine) calls() []keepCall {
 		}
 		cur.line, cur.f = l, l.f
 		cur.places = append(cur.places, p)
-		cur.ids = append(cur.ids, p.id)
+		cur.kept = append(cur.kept, keptPlace{owner: p.owner, id: p.id, wt: p.wt})
 	}
 	if len(cur.places) > 0 {
 		out = append(out, cur)
@@ -249,9 +257,9 @@ func (c *Client) sendKeep(call keepCall) error {
 	var longest time.Duration
 	args := make([]any, 0, 2+3*len(call.places))
 	args = append(args, "", "")
-	for i, p := range call.places {
+	for _, p := range call.kept {
 		longest = max(longest, p.wt)
-		args = append(args, p.owner, call.ids[i], ms(p.wt))
+		args = append(args, p.owner, p.id, ms(p.wt))
 	}
 	ctx, cancel := context.WithTimeout(clientContext{Context: context.Background(), c: c}, longest/3)
 	defer cancel()
@@ -276,7 +284,7 @@ func (c *Client) sendKeep(call keepCall) error {
 			continue
 		}
 		p := call.places[n-1]
-		if p.line == nil || p.id != call.ids[n-1] {
+		if p.line == nil || p.id != call.kept[n-1].id {
 			continue // left, or moved on to a new attempt since
 		}
 		select {
