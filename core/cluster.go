@@ -1,6 +1,6 @@
 package core
 
-import "github.com/keylock/keylock/core/internal/keyslot"
+import "github.com/keylock/keylock/internal/keyslot"
 
 // Redis Cluster support lives in the pieces every kind shares:
 //

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/keylock/keylock/core/internal/keyslot"
+	"github.com/keylock/keylock/internal/keyslot"
 )
 
 // Hub multiplexes every wait of a Client over pub/sub. Channels are
