@@ -36,8 +36,8 @@ type Lease struct {
 
 	mu       sync.Mutex // serialises Unlock
 	released bool
-	hold     *hold // guarded by c.mu
 	told     bool  // reported acquired to the observer (hold_events.go); guarded by c.mu
+	hold     *hold // guarded by c.mu
 }
 
 // Context returns the lease's context. It carries the values of the context
