@@ -104,7 +104,13 @@ func (o *lossClock) Wait(context.Context, core.WaitEvent)             {}
 func (o *lossClock) AcquireEnd(context.Context, core.AcquireEndEvent) {}
 func (o *lossClock) Renew(context.Context, core.RenewEvent)           {}
 func (o *lossClock) ReleaseEnd(context.Context, core.ReleaseEvent)    {}
-func (o *lossClock) Lost(_ context.Context, e core.LostEvent)         { o.at.Store(e.Lease, event.Now()) }
+func (o *lossClock) Lost(_ context.Context, e core.LostEvent) {
+	now := event.Now() // one event per hold: every lease of it was lost
+	o.at.Store(e.Lease, now)
+	for _, l := range e.Leases {
+		o.at.Store(l, now)
+	}
+}
 func (o *lossClock) ReleaseStart(ctx context.Context, _ core.ReleaseEvent) context.Context {
 	return ctx
 }

@@ -173,8 +173,13 @@ func (o *observer) Lost(_ context.Context, e core.LostEvent) {
 	now := time.Now()
 	o.w.mu.Lock()
 	defer o.w.mu.Unlock()
+	lost := make(map[*core.Lease]bool, len(e.Leases)+1)
+	lost[e.Lease] = true
+	for _, x := range e.Leases { // every lease of the lost hold (one event per hold)
+		lost[x] = true
+	}
 	for _, l := range o.w.leases {
-		if l.lease != e.Lease {
+		if !lost[l.lease] {
 			continue
 		}
 		l.lost = true
