@@ -66,9 +66,11 @@ func TestMetricsAfterKnownSequence(t *testing.T) {
 		}
 	}
 	// Each wait is its 50ms budget less its attempts' round trips (which
-	// the wait does not count): together more than one whole budget.
-	if n, sum := h.hist("keylock.wait.duration", tmpl); n != 2 || sum < 0.05 || sum > 0.1 {
-		t.Errorf("keylock.wait.duration: count %d sum %vs, want count 2 (the spent WaitTimeout and the deadline) sum in [0.05s, 0.1s]", n, sum)
+	// the wait does not count): together more than one whole budget, and at
+	// most both budgets plus the scheduler's wake-up after each (a timer or a
+	// deadline fires, then the waiter runs).
+	if n, sum := h.hist("keylock.wait.duration", tmpl); n != 2 || sum < 0.05 || sum > 0.12 {
+		t.Errorf("keylock.wait.duration: count %d sum %vs, want count 2 (the spent WaitTimeout and the deadline) sum in [0.05s, 0.12s]", n, sum)
 	}
 	if n, _ := h.hist("keylock.wait.duration", outBusy); n != 1 {
 		t.Errorf("keylock.wait.duration{busy} count %d, want 1", n)
