@@ -275,8 +275,11 @@ func (s *Sentinel) WaitNewMaster(old *Server) *Server {
 
 // WaitReady waits until the deployment is whole again: every sentinel
 // names the same master, which answers as one and has at least replicas
-// replicas online, and every sentinel knows that many healthy replicas and
-// the two other sentinels. It fails the test after 30 seconds.
+// replicas online, and every sentinel knows that many healthy replicas
+// (each reporting, in its own INFO, a live link to that master) and the two
+// other sentinels. After a planned failover that takes about 20 seconds:
+// the demoted master is turned into a replica about 10 seconds after it,
+// and resyncs. It fails the test after 30 seconds.
 func (s *Sentinel) WaitReady(replicas int) {
 	s.t.Helper()
 	deadline := time.Now().Add(sentinelReadyTimeout)
@@ -353,7 +356,11 @@ func (s *Sentinel) ready(replicas int) error {
 			if err != nil {
 				return fmt.Errorf("sentinel %s: SENTINEL %s: %w", n.addr, q.what, err)
 			}
-			if good := healthyEntries(reply); good < q.want {
+			linked := ""
+			if q.what == "REPLICAS" {
+				linked = master
+			}
+			if good := healthyEntries(reply, linked); good < q.want {
 				return fmt.Errorf("sentinel %s knows %d healthy %s, want %d", n.addr, good, q.what, q.want)
 			}
 		}
@@ -410,20 +417,32 @@ func isMaster(addr string) error {
 
 // healthyEntries counts the entries of a SENTINEL REPLICAS / SENTINELS
 // reply (arrays of field, value pairs) whose flags say nothing is wrong.
-func healthyEntries(reply any) int {
+// With master set (REPLICAS), an entry counts only if the sentinel has also
+// seen, in the replica's own INFO, that it is a replica of master with its
+// link up. A failover that picks a replica still rejoining (the master
+// demoted by the last one) can time out waiting for its promotion: the
+// failover is aborted, and the replica may answer as a master the
+// sentinels do not name.
+func healthyEntries(reply any, master string) int {
 	entries, _ := reply.([]any)
 	good := 0
 	for _, e := range entries {
 		kv, _ := e.([]any)
+		f := make(map[string]string, len(kv)/2)
 		for i := 0; i+1 < len(kv); i += 2 {
-			if kv[i] != "flags" {
-				continue
-			}
-			flags, _ := kv[i+1].(string)
-			if !containsField(flags, "s_down") && !containsField(flags, "o_down") && !containsField(flags, "disconnected") {
-				good++
-			}
+			k, _ := kv[i].(string)
+			v, _ := kv[i+1].(string)
+			f[k] = v
 		}
+		flags, ok := f["flags"]
+		if !ok || containsField(flags, "s_down") || containsField(flags, "o_down") || containsField(flags, "disconnected") {
+			continue
+		}
+		if master != "" && (f["role-reported"] != "slave" || f["master-link-status"] != "ok" ||
+			net.JoinHostPort(f["master-host"], f["master-port"]) != master) {
+			continue
+		}
+		good++
 	}
 	return good
 }
