@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ func TestSentinel(t *testing.T) {
 	d := redistest.NewSentinel(t, 2)
 	t.Run("PlannedFailoverWakesWaiters", func(t *testing.T) { sentinelWakesWaiters(t, d) })
 	t.Run("ReleaseLostInTheSwitchIsSentAgain", func(t *testing.T) { sentinelLostRelease(t, d) })
+	t.Run("HubFollowsThroughPresenceWithoutINFO", func(t *testing.T) { sentinelPresence(t, d) })
 	t.Run("LockRidesOutACrash", func(t *testing.T) { sentinelCrash(t, d) })
 }
 
@@ -144,6 +146,94 @@ func sentinelLostRelease(t *testing.T, d *redistest.Sentinel) {
 		t.Errorf("lock freed on the new master %s after its client reached it, want <= 3s", took)
 	}
 	t.Logf("release lost in the switch to %s: key free %s after the client reached the new master", promoted.Addr(), took.Round(time.Millisecond))
+}
+
+// Where INFO is refused (a proxy in front of each server), the restart
+// watch sees no run_id, so only the presence check can tell that the hub's
+// connection stayed on the demoted master: the new master does not count
+// the hub's presence channel (PUBSUB NUMSUB), and the hub moves to it. The
+// waiters are then woken by a release there at once.
+func sentinelPresence(t *testing.T, d *redistest.Sentinel) {
+	d.WaitReady(2)
+	// The waiters' client reaches each data server through a proxy that
+	// refuses INFO; sentinels are dialed directly.
+	proxies := map[string]*redistest.Proxy{}
+	for _, srv := range d.Servers() {
+		p := redistest.NewProxy(t, srv.Addr())
+		p.RefuseCommands("info")
+		proxies[srv.Addr()] = p
+	}
+	dialer := &net.Dialer{Timeout: time.Second}
+	noINFO := func(o *redis.FailoverOptions) {
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if p := proxies[addr]; p != nil {
+				addr = p.Addr()
+			}
+			return dialer.DialContext(ctx, network, addr)
+		}
+	}
+	hrdb, wrdb := d.NewClient(t), d.NewClient(t, noINFO)
+	obs := &proxyObserver{}
+	holder, waiters := newLocks(t, hrdb), newLocks(t, wrdb, core.WithObserver(obs))
+	ctx := context.Background()
+	held := mustLock(t, holder.Mutex("presence"), ctx)
+
+	const n = 3
+	got := make(chan time.Time, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			l, err := waiters.Mutex("presence").Lock(ctxTimeout(t, 20*time.Second))
+			if err != nil {
+				errs <- err
+				return
+			}
+			got <- time.Now()
+			_ = l.Unlock(context.Background())
+		})
+	}
+	// The hub checks its placement once its connection has been confirmed
+	// for a second.
+	time.Sleep(1500 * time.Millisecond)
+
+	old, promoted := d.Failover()
+	failedOver := time.Now()
+	d.WaitClient(hrdb, promoted)
+	for core.Rehomes(waiters) == 0 {
+		if time.Since(failedOver) > 5*time.Second {
+			t.Fatalf("pub/sub hub not moved to %s within 5s of the failover, with INFO refused", promoted.Addr())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	moved := time.Since(failedOver)
+	if r := core.RestartsSeen(waiters); r != 0 {
+		t.Errorf("the waiters' Client saw %d new run_ids with INFO refused: the test does not isolate the presence check", r)
+	}
+	time.Sleep(300 * time.Millisecond) // the new connection's subscriptions are confirmed
+	released := time.Now()
+	mustUnlock(t, held)
+	wg.Wait()
+	close(got)
+	close(errs)
+	for err := range errs {
+		t.Errorf("waiting Lock across the failover, INFO refused: %v", err)
+	}
+	var last time.Time
+	for at := range got {
+		if at.After(last) {
+			last = at
+		}
+	}
+	if took := last.Sub(released); took > time.Second {
+		t.Errorf("last of %d waiters acquired %s after the release on the new master, want < 1s", n, took)
+	} else {
+		t.Logf("failover %s -> %s with INFO refused: hub moved %s after it; %d waiters acquired within %s of the release",
+			old.Addr(), promoted.Addr(), moved.Round(time.Millisecond), n, took.Round(time.Millisecond))
+	}
+	if r := obs.refusals(); r["INFO"] != 1 {
+		t.Errorf("refusals reported %v, want INFO once", r)
+	}
 }
 
 // kill -9 of the master: an Unlock in flight fails (or lands once the
