@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,10 +21,55 @@ func newLocks(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *cor
 }
 
 // single starts one redis-server and returns a go-redis client to it.
+// With KEYLOCK_TEST_PROXY set, the client, and every client srv.NewClient
+// returns, reaches it through a proxy (see behindTestProxy).
 func single(t testing.TB) (*redistest.Server, *redis.Client) {
 	t.Helper()
 	srv := redistest.NewServer(t)
+	behindTestProxy(t, srv)
 	return srv, srv.NewClient(t)
+}
+
+// behindTestProxy puts srv behind a sharding proxy when KEYLOCK_TEST_PROXY
+// says so, a comma-separated list of:
+//
+//	crossslot  refuse commands whose keys span hash slots (CROSSSLOT)
+//	script     also refuse SCRIPT: scripts go by EVAL with their body
+//
+// srv's clients from NewClient then go through the proxy, and the test
+// fails if the proxy refused a command other than SCRIPT: keylock never
+// sends a cross-slot one. Tests that check how SCRIPT or EVALSHA are used
+// do not hold with "script".
+func behindTestProxy(t testing.TB, srv *redistest.Server) {
+	t.Helper()
+	mode := os.Getenv("KEYLOCK_TEST_PROXY")
+	if mode == "" {
+		return
+	}
+	p := redistest.NewProxy(t, srv.Addr())
+	var refused []string // expected refusals
+	for m := range strings.SplitSeq(mode, ",") {
+		switch strings.TrimSpace(m) {
+		case "crossslot":
+			p.RefuseCrossSlot(true)
+		case "script":
+			p.RefuseCommands("script")
+			refused = append(refused, "script")
+		default:
+			t.Fatalf("KEYLOCK_TEST_PROXY=%q: unknown mode %q (want crossslot and/or script)", mode, m)
+		}
+	}
+	srv.ClientsVia(p)
+	// Registered before the test's Clients, this runs after they closed.
+	t.Cleanup(func() {
+		got := p.RefusedAll()
+		for _, name := range refused {
+			delete(got, name)
+		}
+		if len(got) > 0 {
+			t.Errorf("behind the proxy (KEYLOCK_TEST_PROXY=%s): commands refused: %v", mode, got)
+		}
+	})
 }
 
 func ctxTimeout(t testing.TB, d time.Duration) context.Context {

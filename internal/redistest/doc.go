@@ -21,7 +21,9 @@
 //     whose keys span hash slots ([Proxy.RefuseCrossSlot]) or whole commands
 //     ([Proxy.RefuseCommands]), or whatever a test says ([Proxy.RefuseIf]),
 //     and counts what it saw ([Proxy.Seen],
-//     [Proxy.Refused]).
+//     [Proxy.Refused], [Proxy.RefusedAll]). [Server.ClientsVia] routes a
+//     server's later [Server.NewClient] clients through a proxy, so a whole
+//     suite can run behind one.
 //     [StartProxy] is the same proxy for code that is not a test (the fault
 //     suite's driver, internal/chaos).
 //

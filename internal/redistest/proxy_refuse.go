@@ -92,6 +92,18 @@ func (p *Proxy) Refused(name string) int64 {
 	return p.refuse.refused[strings.ToLower(name)]
 }
 
+// RefusedAll returns how many commands of each name (lower case) the proxy
+// has refused.
+func (p *Proxy) RefusedAll() map[string]int64 {
+	p.refuse.mu.Lock()
+	defer p.refuse.mu.Unlock()
+	m := make(map[string]int64, len(p.refuse.refused))
+	for name, n := range p.refuse.refused {
+		m[name] = n
+	}
+	return m
+}
+
 // check counts the command args and returns the error reply it gets, or ""
 // to forward it.
 func (r *refusals) check(args []string) string {

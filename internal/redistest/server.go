@@ -40,6 +40,7 @@ type Server struct {
 
 	mu   sync.Mutex
 	proc *process // the running process; nil while stopped or killed
+	via  string   // ClientsVia: the address NewClient's clients dial; "": addr
 }
 
 // NewServer starts a redis-server on a free port of 127.0.0.1 and returns
@@ -64,18 +65,38 @@ func NewServer(t testing.TB, opts ...ServerOption) *Server {
 // across Kill and Restart.
 func (s *Server) Addr() string { return s.addr }
 
-// NewClient returns a new go-redis client for this server, closed in
-// t.Cleanup. Each opts function may change the options before the client is
-// made; Addr is already set.
+// NewClient returns a new go-redis client for this server (through the
+// proxy given to [Server.ClientsVia], if any), closed in t.Cleanup. Each
+// opts function may change the options before the client is made; Addr is
+// already set.
 func (s *Server) NewClient(t testing.TB, opts ...func(*redis.Options)) *redis.Client {
 	t.Helper()
-	o := &redis.Options{Addr: s.addr}
+	s.mu.Lock()
+	addr := s.addr
+	if s.via != "" {
+		addr = s.via
+	}
+	s.mu.Unlock()
+	o := &redis.Options{Addr: addr}
 	for _, f := range opts {
 		f(o)
 	}
 	c := redis.NewClient(o)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// ClientsVia makes the clients [Server.NewClient] returns from now on
+// reach the server through p, a [Proxy] in front of it, as a test suite's
+// clients do when it runs behind a proxy; Addr still returns the server's
+// own address. ClientsVia(nil) connects them directly again.
+func (s *Server) ClientsVia(p *Proxy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.via = ""
+	if p != nil {
+		s.via = p.Addr()
+	}
 }
 
 // Kill sends SIGKILL to the server and waits for it to exit, simulating a
