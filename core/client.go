@@ -24,9 +24,13 @@ type Client struct {
 	id  string // random; prefixes owner and lease ids
 	seq atomic.Uint64
 
-	hub     *hub.Hub
-	restart restartWatch // restart.go
-	places  placeKeeper  // waiters' places in line (wait_place.go)
+	// The Client's components, each with its goroutines, a start and a
+	// stop: New starts them, Close stops them and waits in wg.
+	hub      *hub.Hub        // pub/sub wake-ups (internal/hub)
+	restart  *restartWatch   // noticing an empty restart (restart.go)
+	identity *identityKeeper // the identity record, or nil (identity.go)
+
+	places placeKeeper // waiters' places in line (wait_place.go)
 
 	scripts     *scriptCache // SHAs of the scripts, shared per rdb (scripts.go)
 	scriptsOnce sync.Once    // SCRIPT LOAD of every script before the first call
@@ -67,6 +71,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("keylock: core.New: no randomness for the client id: " + err.Error())
 	}
+	cfg.identity = startedNow(cfg.identity)
 	c := &Client{
 		rdb:   rdb,
 		cfg:   cfg,
@@ -77,15 +82,24 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	}
 	c.grace, c.cancelGrace = context.WithCancel(context.Background())
 	c.scripts = attachScripts(rdb)
+
 	c.hub = hub.New(rdb, &c.wg, keyPrefix, ErrClosed)
+	c.restart = newRestartWatch(restartWatchParams{
+		rdb: rdb, hub: c.hub, busy: c.busy, recheck: c.afterRestart, refused: c.reportRefused,
+	})
+	c.identity = newIdentityKeeper(rdb, c.id, cfg.identity, cfg.releaseTimeout, c.holdsAny)
+	c.hub.ID = c.id
+	c.hub.Kick = c.restart.kick
 	c.hub.Refused = func(err error) {
 		if isRefusal(err) {
 			c.reportRefused(context.Background(), "SUBSCRIBE", DegradeWakeups, err)
 		}
 	}
-	c.startRestartWatch()
+
+	// The hub starts its goroutines on its first waiter.
+	c.restart.start(&c.wg)
 	c.startWatchdog()
-	c.startIdentity()
+	c.identity.start(&c.wg)
 	return c
 }
 
@@ -112,7 +126,9 @@ func (c *Client) Close() error {
 	holds := c.holds.takeAll()
 	c.mu.Unlock()
 
-	close(c.done)
+	close(c.done) // also stops the watchdog
+	c.restart.stop()
+	c.identity.stop()
 	// Give-backs keep closeGrace from now, also those that start after
 	// Close returns (an attempt on its caller's goroutine whose winning
 	// reply arrives then).

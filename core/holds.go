@@ -217,6 +217,13 @@ func (c *Client) addLease(l *Lease, deadline time.Time, reentry bool) (res addRe
 	return addOK, replaced
 }
 
+// holdsAny reports whether the Client holds any lock.
+func (c *Client) holdsAny() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.holds.len() > 0
+}
+
 // releaseStarted and releaseDone bracket an Unlock in flight.
 func (c *Client) releaseStarted(l *Lease) {
 	c.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,55 +90,94 @@ func (c *Client) Identity() (Identity, bool) {
 // ("<client id>:<n>").
 func (c *Client) ID() string { return c.id }
 
-// startIdentity starts the goroutine that keeps the identity record alive,
-// when WithIdentity was given. Close stops it and waits for it.
-func (c *Client) startIdentity() {
-	if c.cfg.identity == nil {
-		return
+// startedNow returns a copy of id with Started set to now (the copy is the
+// Client's own: options may be shared), or nil for nil.
+func startedNow(id *Identity) *Identity {
+	if id == nil {
+		return nil
 	}
-	id := *c.cfg.identity
-	id.Started = time.Now().Truncate(time.Millisecond)
-	c.cfg.identity = &id       // this Client's own copy: options may be shared
-	rec, _ := json.Marshal(id) // plain struct: cannot fail
-	c.wg.Add(1)
-	go c.keepIdentity(identityKeyPrefix+c.id, string(rec))
+	own := *id
+	own.Started = time.Now().Truncate(time.Millisecond)
+	return &own
 }
 
-// keepIdentity writes the record at once, then every identityTTL/3 while
-// the Client holds anything, until Close.
-func (c *Client) keepIdentity(key, rec string) {
-	defer c.wg.Done()
-	write := func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.releaseTimeout, identityTTL/3))
-		defer cancel()
-		return c.rdb.Set(ctx, key, rec, identityTTL).Err() == nil
+// identityKeeper keeps a Client's identity record alive: it writes the
+// record at once, then every identityTTL/3 while the Client holds anything.
+// It is one goroutine, started by start and stopped by stop (Close waits for
+// it in the Client's WaitGroup). A nil keeper (no WithIdentity) starts
+// nothing. Its state (when it last wrote) lives on its goroutine.
+type identityKeeper struct {
+	rdb      redis.UniversalClient
+	key, rec string
+	// timeout bounds one write.
+	timeout time.Duration
+	// holding reports whether the Client holds any lock.
+	holding func() bool
+	done    chan struct{} // closed by stop
+}
+
+// newIdentityKeeper returns the keeper of the record id of the Client
+// clientID, whose writes take at most writeTimeout (or identityTTL/3), and
+// nil when id is nil.
+func newIdentityKeeper(rdb redis.UniversalClient, clientID string, id *Identity, writeTimeout time.Duration, holding func() bool) *identityKeeper {
+	if id == nil {
+		return nil
 	}
+	rec, _ := json.Marshal(id) // plain struct: cannot fail
+	return &identityKeeper{rdb: rdb, key: identityKeyPrefix + clientID, rec: string(rec),
+		timeout: min(writeTimeout, identityTTL/3), holding: holding, done: make(chan struct{})}
+}
+
+// start runs the keeper's goroutine, counted in wg. New calls it once.
+func (k *identityKeeper) start(wg *sync.WaitGroup) {
+	if k == nil {
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		k.run()
+	}()
+}
+
+// stop ends the keeper's goroutine (without waiting for it). Close calls it
+// once.
+func (k *identityKeeper) stop() {
+	if k == nil {
+		return
+	}
+	close(k.done)
+}
+
+// run writes the record at once, then every identityTTL/3 while the Client
+// holds anything, until stop.
+func (k *identityKeeper) run() {
 	var last time.Time
-	if write() {
+	if k.write() {
 		last = time.Now()
 	}
 	t := time.NewTicker(identityCheck)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.done:
+		case <-k.done:
 			return
 		case <-t.C:
 		}
-		if time.Since(last) < identityTTL/3 || !c.holdsAny() {
+		if time.Since(last) < identityTTL/3 || !k.holding() {
 			continue
 		}
-		if write() {
+		if k.write() {
 			last = time.Now()
 		}
 	}
 }
 
-// holdsAny reports whether the Client holds any lock.
-func (c *Client) holdsAny() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.holds.len() > 0
+// write stores the record with its TTL and reports whether Redis took it.
+func (k *identityKeeper) write() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
+	defer cancel()
+	return k.rdb.Set(ctx, k.key, k.rec, identityTTL).Err() == nil
 }
 
 // clientIDOf returns the client id prefix of an owner id made by a Client

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/hub"
 )
 
 // Noticing an empty restart.
@@ -43,10 +45,25 @@ const (
 	restartProbeTimeout = time.Second
 )
 
-// restartWatch is the state of the Client's restart watch.
+// restartWatch is the Client's restart watch: one goroutine, started by
+// start and stopped by stop (Close waits for it in the Client's WaitGroup).
+// Its state is its own: the kick and stop channels, counters read by tests,
+// and the releases to send again; the run_ids it saw live on its goroutine.
 type restartWatch struct {
-	kick chan struct{} // buffered(1): probe now (and wake from idle)
-	seen atomic.Uint64 // restarts noticed (tests read it)
+	rdb redis.UniversalClient
+	hub *hub.Hub
+	// busy reports whether the Client holds or waits for anything: the
+	// watch probes only then.
+	busy func() bool
+	// recheck is the Client's part when a probe saw a new master: every
+	// hold re-checks with Redis, recent releases are sent again.
+	recheck func()
+	// refused is told of a command the server refused (INFO).
+	refused func(ctx context.Context, command string, d Degradation, err error)
+
+	kicked chan struct{} // buffered(1): probe now (and wake from idle)
+	done   chan struct{} // closed by stop
+	seen   atomic.Uint64 // restarts noticed (tests read it)
 	// rehomed counts the hub's moves to the current master (tests read it).
 	rehomed atomic.Uint64
 	// noNumSub is set once PUBSUB NUMSUB was refused: the hub's placement
@@ -56,47 +73,73 @@ type restartWatch struct {
 	sent releaseLog
 }
 
-// startRestartWatch starts the restart watch. New calls it once.
-func (c *Client) startRestartWatch() {
-	c.restart.kick = make(chan struct{}, 1)
-	c.hub.Kick = c.kickRestartWatch
-	c.hub.ID = c.id
-	c.wg.Add(1)
-	go c.watchRestarts()
+// restartWatchParams is what a restart watch works with; the fields mean
+// what restartWatch's do.
+type restartWatchParams struct {
+	rdb     redis.UniversalClient
+	hub     *hub.Hub
+	busy    func() bool
+	recheck func()
+	refused func(ctx context.Context, command string, d Degradation, err error)
 }
 
-// kickRestartWatch asks for a probe now. It never blocks and may be called
-// with c.mu held.
-func (c *Client) kickRestartWatch() {
+func newRestartWatch(p restartWatchParams) *restartWatch {
+	return &restartWatch{rdb: p.rdb, hub: p.hub, busy: p.busy, recheck: p.recheck, refused: p.refused,
+		kicked: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// start runs the watch's goroutine, counted in wg. New calls it once.
+func (w *restartWatch) start(wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.run()
+	}()
+}
+
+// stop ends the watch's goroutine (without waiting for it). Close calls it
+// once.
+func (w *restartWatch) stop() { close(w.done) }
+
+// kick asks for a probe now. It never blocks and may be called with c.mu
+// held.
+func (w *restartWatch) kick() {
 	select {
-	case c.restart.kick <- struct{}{}:
+	case w.kicked <- struct{}{}:
 	default:
 	}
 }
 
+// kickRestartWatch asks the restart watch for a probe now (a hold began, a
+// release is being retried). It never blocks and may be called with c.mu
+// held.
+func (c *Client) kickRestartWatch() { c.restart.kick() }
+
 // busy reports whether the Client holds or waits for anything.
 func (c *Client) busy() bool {
-	if c.hub.Busy() || c.releasesPending() {
-		return true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.holds.len() > 0
+	return c.hub.Busy() || c.releasesPending() || c.holdsAny()
 }
 
-// watchRestarts is the restart watch's goroutine.
-func (c *Client) watchRestarts() {
-	defer c.wg.Done()
+// afterRestart is the Client's part when the restart watch saw a new
+// master: every hold re-checks with Redis (renewNow), and releases
+// acknowledged just before are sent again (release_retry.go).
+func (c *Client) afterRestart() {
+	c.renewNow()
+	c.resendRecent()
+}
+
+// run is the watch's goroutine.
+func (w *restartWatch) run() {
 	runIDs := make(map[string]string) // by master address ("" for a single server)
 	t := time.NewTimer(restartProbeEvery)
 	t.Stop()
 	var last time.Time // the last probe
 	for {
-		if !c.busy() {
+		if !w.busy() {
 			select {
-			case <-c.done:
+			case <-w.done:
 				return
-			case <-c.restart.kick:
+			case <-w.kicked:
 				continue
 			}
 		}
@@ -106,35 +149,30 @@ func (c *Client) watchRestarts() {
 		if wait := restartProbeEvery - time.Since(last); wait > 0 {
 			t.Reset(wait)
 			select {
-			case <-c.done:
+			case <-w.done:
 				t.Stop()
 				return
 			case <-t.C:
 			}
 		}
 		last = time.Now()
-		switch restarted, misplaced := c.probeRestart(runIDs); {
+		switch restarted, misplaced := w.probe(runIDs); {
 		case restarted:
-			c.restart.seen.Add(1)
-			if c.hub.Rehome() {
-				c.restart.rehomed.Add(1)
-			}
-			c.hub.WakeAll()
-			c.renewNow()
-			c.resendRecent()
+			w.seen.Add(1)
+			w.rehome()
+			w.hub.WakeAll()
+			w.recheck()
 		case misplaced:
 			// The hub's connection is on another server than the master
 			// (internal/hub/master.go).
-			if c.hub.Rehome() {
-				c.restart.rehomed.Add(1)
-			}
+			w.rehome()
 		}
 		t.Reset(restartProbeEvery)
 		select {
-		case <-c.done:
+		case <-w.done:
 			t.Stop()
 			return
-		case <-c.restart.kick:
+		case <-w.kicked:
 			if !t.Stop() {
 				<-t.C
 			}
@@ -143,13 +181,20 @@ func (c *Client) watchRestarts() {
 	}
 }
 
-// probeRestart asks every master for its run_id and reports whether one
-// changed, or a master appeared, since the last probe. Masters that do not
-// answer keep their last run_id. Outside a Cluster or Ring it also checks,
-// while the hub has a confirmed connection, that the master counts the
-// hub's presence channel (internal/hub/master.go): misplaced reports that it does
+// rehome moves the hub to the current master, counting the moves.
+func (w *restartWatch) rehome() {
+	if w.hub.Rehome() {
+		w.rehomed.Add(1)
+	}
+}
+
+// probe asks every master for its run_id and reports whether one changed,
+// or a master appeared, since the last probe. Masters that do not answer
+// keep their last run_id. Outside a Cluster or Ring it also checks, while
+// the hub has a confirmed connection, that the master counts the hub's
+// presence channel (internal/hub/master.go): misplaced reports that it does
 // not.
-func (c *Client) probeRestart(runIDs map[string]string) (restarted, misplaced bool) {
+func (w *restartWatch) probe(runIDs map[string]string) (restarted, misplaced bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), restartProbeTimeout)
 	defer cancel()
 	var mu sync.Mutex
@@ -157,7 +202,7 @@ func (c *Client) probeRestart(runIDs map[string]string) (restarted, misplaced bo
 	one := func(ctx context.Context, addr string, rdb *redis.Client) error {
 		info, err := rdb.Info(ctx, "server").Result()
 		if isRefusal(err) {
-			c.reportRefused(ctx, "INFO", DegradeRestartDetection, err)
+			w.refused(ctx, "INFO", DegradeRestartDetection, err)
 		}
 		if id := infoRunID(info); err == nil && id != "" {
 			mu.Lock()
@@ -166,7 +211,7 @@ func (c *Client) probeRestart(runIDs map[string]string) (restarted, misplaced bo
 		}
 		return nil
 	}
-	switch rdb := c.rdb.(type) {
+	switch rdb := w.rdb.(type) {
 	case *redis.ClusterClient:
 		_ = rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 			return one(ctx, m.Options().Addr, m)
@@ -176,19 +221,19 @@ func (c *Client) probeRestart(runIDs map[string]string) (restarted, misplaced bo
 			return one(ctx, m.Options().Addr, m)
 		})
 	default:
-		info, err := c.rdb.Info(ctx, "server").Result()
+		info, err := w.rdb.Info(ctx, "server").Result()
 		if isRefusal(err) {
-			c.reportRefused(ctx, "INFO", DegradeRestartDetection, err)
+			w.refused(ctx, "INFO", DegradeRestartDetection, err)
 		}
 		if id := infoRunID(info); err == nil && id != "" {
 			found[""] = id
 		}
-		if presence := c.hub.Presence(); presence != "" && !c.restart.noNumSub.Load() {
-			m, err := c.rdb.PubSubNumSub(ctx, presence).Result()
+		if presence := w.hub.Presence(); presence != "" && !w.noNumSub.Load() {
+			m, err := w.rdb.PubSubNumSub(ctx, presence).Result()
 			if isRefusal(err) {
 				// Behind a proxy that refuses PUBSUB the check is off;
 				// a new run_id still moves the hub.
-				c.restart.noNumSub.Store(true)
+				w.noNumSub.Store(true)
 			}
 			if err == nil {
 				n, ok := m[presence]
