@@ -185,8 +185,18 @@ func (a fairAttempt) channel(string) string { return a.chPrefix + a.c.id }
 // tagged: pushes on the channel name their attempt (hub.join).
 func (a fairAttempt) tagged() bool { return true }
 
-// line: the Client keeps its waiters' places in line (wait_place.go).
-func (a fairAttempt) line() *FairMutex { return a.FairMutex }
+// line: the Client keeps its waiters' places in line (wait_place.go); an
+// owner stands in it.
+func (a fairAttempt) line() waitLine      { return a.FairMutex }
+func (a fairAttempt) member(t try) string { return t.owner }
+
+func (f *FairMutex) lineKey() string             { return f.queue }
+func (f *FairMutex) placeTimeout() time.Duration { return f.waiterTimeout }
+
+func (f *FairMutex) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
+	return scriptFairKeep.run(ctx, f.c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.standing, f.chPrefix},
+		append([]any{pub, ms(ttl)}, places...)...)
+}
 
 func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	pub, err := a.c.hub.PublishCommand(ctx)

@@ -20,11 +20,13 @@ type ForceUnlockResult struct {
 	// readers and counts, semaphore holder deadlines).
 	KeysDeleted int
 	// WokenClients is the number of subscriptions the wake-ups on the
-	// lock's channels reached (mutex and semaphore waiters, RW readers and
-	// writers; each Client wakes all its local waiters of the channel).
+	// lock's channels reached (RW readers and writers, RedLock waiters;
+	// each Client wakes all its local waiters of the channel).
 	WokenClients int
-	// WokenHead is the owner id of the fair lock's waiter woken on its own
-	// channel (the first live one in line), "" when none.
+	// WokenHead is the member of the lock's line woken on its Client's
+	// channel (the first live one in line: a mutex's or fair lock's owner
+	// id, a semaphore's holder id), "" when none; the semaphore's waiter
+	// admits the others that fit when it takes its permits.
 	WokenHead string
 }
 

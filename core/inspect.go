@@ -114,8 +114,10 @@ type Waiter struct {
 	// ClientID and Identity are as for Holder.
 	ClientID string
 	Identity *Identity
-	// Mode is KindFair or KindMutex for a waiter in a FairMutex's or a
-	// Mutex's line, KindWrite for an RW write intent.
+	// Mode is KindFair, KindMutex or KindSemaphore for a waiter in a
+	// FairMutex's, a Mutex's or a Semaphore's line (a semaphore's waiter
+	// is shown, as its holders are, by its holder id), KindWrite for an RW
+	// write intent.
 	Mode Kind
 	// TTL is how long the waiter keeps its place without being heard from
 	// (waiters renew it while they wait).
@@ -285,27 +287,33 @@ func parseSnapshot(v any) (*snapshot, error) {
 }
 
 // waiterKind is the kind of lock the waiter of owner in line waits for: a
-// Mutex's waiter marks its standing attempt 'm' (lib_queue.lua).
+// Mutex's waiter marks its standing attempt 'm' (lib_queue.lua), a
+// semaphore's 's<n>' (lib_sem.lua).
 func (s *snapshot) waiterKind(owner string) Kind {
-	if f := strings.Split(s.standing[owner], "|"); len(f) >= 4 && f[3] == "m" {
+	f := strings.Split(s.standing[owner], "|")
+	switch {
+	case len(f) >= 4 && f[3] == "m":
 		return KindMutex
+	case len(f) >= 4 && strings.HasPrefix(f[3], "s"):
+		return KindSemaphore
 	}
 	return KindFair
 }
 
-// lineKind is the kind of a lock whose line is not empty: a contended Mutex
-// and a FairMutex keep the same line; it is a mutex while every waiter
-// shown waits as a Mutex's.
+// lineKind is the kind of a lock whose line is not empty: a contended
+// Mutex, a FairMutex and a Semaphore keep the same line; it is the kind
+// every waiter shown waits as, a FairMutex when they differ.
 func (s *snapshot) lineKind() Kind {
 	if len(s.queue) == 0 {
 		return KindFair
 	}
-	for _, owner := range s.queue {
-		if s.waiterKind(owner) != KindMutex {
+	kind := s.waiterKind(s.queue[0])
+	for _, owner := range s.queue[1:] {
+		if s.waiterKind(owner) != kind {
 			return KindFair
 		}
 	}
-	return KindMutex
+	return kind
 }
 
 // state turns the raw snapshot into a LockState (WaitingClients and the

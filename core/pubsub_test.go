@@ -262,7 +262,7 @@ func TestWaiterRecoversFromSilentPubSubPartition(t *testing.T) {
 	h := mustLock(t, holder.Semaphore("silent", 1), context.Background()) // 30s lease
 
 	out := lockAsync(ctxTimeout(t, time.Minute), waiter.Semaphore("silent", 1))
-	waitWaiting(t, direct, "keylock:{silent}:ch")
+	waitWaiting(t, direct, "keylock:{silent}:ch:"+waiter.ID()) // its Client's channel of the semaphore
 	proxy.Blackhole()
 	mustUnlock(t, h) // its wake-up is swallowed
 	time.Sleep(8 * time.Second)

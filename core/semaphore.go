@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 var (
-	scriptSemAcquire     = registerScript("sem_acquire", "lib_fence", "lib_lease", "lib_attempt")
-	scriptSemRelease     = registerScript("sem_release", "lib_attempt")
-	scriptSemSetPermits  = registerScript("sem_set_permits")
+	scriptSemAcquire     = registerScript("sem_acquire", "lib_fence", "lib_lease", "lib_attempt", "lib_queue", "lib_sem")
+	scriptSemRelease     = registerScript("sem_release", "lib_fence", "lib_lease", "lib_attempt", "lib_queue", "lib_sem")
+	scriptSemSetPermits  = registerScript("sem_set_permits", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
+	scriptSemKeep        = registerScript("sem_keep", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
 	scriptSemAvailable   = registerScript("sem_available")
 	errSemaphoreTooSmall = errors.New("keylock: more permits than the semaphore has")
 )
@@ -25,20 +27,35 @@ var (
 // is renewed by the watchdog while held (or expires after LeaseTime), and
 // the permits of a holder that died come back when its lease ends. A
 // semaphore is not reentrant: every Acquire takes permits anew, whatever
-// the owner. Waiters are woken by releases, not by polling: a release wakes
-// every waiter of the semaphore in each process (waiters ask for different
-// counts, so waking only as many as permits were freed could leave one that
-// fits asleep); those that do not fit go back to waiting. Acquisition is not fair: a waiter asking for many permits
-// can be overtaken by ones asking for few.
+// the owner.
+//
+// Waiters stand in a line kept in Redis, as a FairMutex's do, and are
+// admitted first fit, in line order: a release admits, from the head of
+// the line, every waiter whose permits fit in what is free — no herd, and
+// no waiter that fits left asleep — and a newcomer takes permits at once
+// only when no waiter in line fits them. A waiter asking for many permits
+// can therefore be overtaken by later ones asking for few. A waiter with
+// the watchdog is granted its permits by the release itself (pushed to its
+// Client: its Acquire returns without another round trip; the grant's
+// first lease is DefaultFairClaimWindow, which its Client extends); one
+// with a fixed LeaseTime is woken to take them. A waiter's Client keeps its
+// place in line (every third of DefaultFairWaiterTimeout, for all its
+// waiters of the semaphore in one call); a waiter not heard from for that
+// timeout is presumed dead and taken out of line, and a grantee that is
+// gone holds its permits for about the claim window.
 //
 // A Semaphore is also a Locker: Lock and TryLock take one permit.
 type Semaphore struct {
-	c       *Client
-	k       keys
-	expiry  string // zset holder -> lease deadline (server ms)
-	size    string // permit count stored by SetPermits
-	permits int
-	err     error
+	c         *Client
+	k         keys
+	expiry    string // zset holder -> lease deadline (server ms)
+	size      string // permit count stored by SetPermits
+	queue     string // list of waiting holder ids
+	deadlines string // zset holder id -> eviction deadline (server ms)
+	standing  string // hash holder id -> the waiter's standing (lib_sem.lua)
+	chPrefix  string // a waiter's channel is chPrefix + its Client's id
+	permits   int
+	err       error
 }
 
 // Semaphore returns the semaphore called name with permits permits.
@@ -49,7 +66,9 @@ type Semaphore struct {
 // permits < 1 makes every call fail (ErrInvalidName, ErrInvalidOption).
 func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	k := newKeys(name)
-	s := &Semaphore{c: c, k: k, expiry: k.sub("expiry"), size: k.sub("size"), permits: permits, err: validateName(name)}
+	s := &Semaphore{c: c, k: k, expiry: k.sub("expiry"), size: k.sub("size"),
+		queue: k.sub("queue"), deadlines: k.sub("timeouts"), standing: k.sub("standing"), chPrefix: k.ch + ":",
+		permits: permits, err: validateName(name)}
 	if s.err == nil && permits < 1 {
 		s.err = fmt.Errorf("%w: semaphore %q needs at least one permit, got %d", ErrInvalidOption, name, permits)
 	}
@@ -109,8 +128,8 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool, opts []LockOp
 
 // SetPermits changes the permit count of the semaphore for every handle of
 // its name, on every Client, while it is in use. Holders keep the permits
-// they have. If the count grows, waiters are woken and take the new
-// permits; if it shrinks below the permits in use, nobody is evicted: new
+// they have. If the count grows, the waiters that now fit are admitted; if
+// it shrinks below the permits in use, nobody is evicted: new
 // acquisitions wait until enough holders have left, and waiters asking for
 // more than the new count fail with ErrInvalidOption. The count is stored
 // without expiry (key keylock:{name}:size); n < 1 fails with
@@ -124,7 +143,9 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	}
 	pub, err := s.c.hub.PublishCommand(ctx)
 	if err == nil {
-		err = scriptSemSetPermits.run(ctx, s.c.rdb, []string{s.size, s.k.ch}, n, pub).Err()
+		err = scriptSemSetPermits.run(ctx, s.c.rdb,
+			[]string{s.size, s.k.lock, s.expiry, s.k.fence, s.queue, s.deadlines, s.standing, s.chPrefix},
+			n, pub, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)).Err()
 	}
 	return wrapRedis("set permits", s.k.name, err)
 }
@@ -165,12 +186,37 @@ func (e *semTooSmallError) Unwrap() error { return errSemaphoreTooSmall }
 
 func (a semAttempt) info() LockInfo                              { return LockInfo{Kind: KindSemaphore, Name: a.k.name} }
 func (a semAttempt) holdKey() string                             { return "sem\x00" + a.k.lock + "\x00" + a.holder }
-func (a semAttempt) channel(string) string                       { return a.k.ch }
 func (a semAttempt) forLease(id string, _ acquireReply) protocol { a.holder = id; return a }
 
+// channel is the Client's channel of the semaphore, shared by all its
+// waiters of it; pushes name their attempt (a grant, a wake-up), as a
+// FairMutex's do.
+func (a semAttempt) channel(string) string { return a.chPrefix + a.c.id }
+func (a semAttempt) tagged() bool          { return true }
+
+// line: the Client keeps its waiters' places in line (wait_place.go); an
+// acquisition stands in it under its id, the holder id it will hold under.
+func (a semAttempt) line() waitLine      { return a.Semaphore }
+func (a semAttempt) member(t try) string { return t.id }
+
+func (s *Semaphore) lineKey() string             { return s.queue }
+func (s *Semaphore) placeTimeout() time.Duration { return DefaultFairWaiterTimeout }
+
+func (s *Semaphore) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
+	return scriptSemKeep.run(ctx, s.c.rdb,
+		[]string{s.k.lock, s.expiry, s.size, s.k.fence, s.queue, s.deadlines, s.standing, s.chPrefix},
+		append([]any{pub, ms(ttl), s.permits, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)}, places...)...)
+}
+
 func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
-	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire, []string{a.k.lock, a.expiry, a.size, a.k.fence, a.k.receipt(t.id)},
-		t.id, ms(t.lease), ms(fenceTTL), a.n, a.permits, t.recordTTL(), t.finalArg(), t.replayArg())
+	pub, err := a.c.hub.PublishCommand(ctx)
+	if err != nil {
+		return acquireReply{}, err
+	}
+	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire,
+		[]string{a.k.lock, a.expiry, a.size, a.k.fence, a.k.receipt(t.id), a.queue, a.deadlines, a.standing, a.chPrefix},
+		t.id, ms(t.lease), ms(fenceTTL), a.n, a.permits, t.recordTTL(), t.finalArg(), t.replayArg(),
+		ms(DefaultFairWaiterTimeout), pub, boolArg(t.watchdog), a.c.id, t.owner, ms(DefaultFairClaimWindow), ms(receiptTTL))
 	if err != nil {
 		return acquireReply{}, err
 	}
@@ -184,10 +230,19 @@ func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	return rep, nil
 }
 
+// abort resolves the acquisition (permits it won are given back, a late
+// copy refused), then takes the waiter out of the line (fair_leave.lua:
+// the waiter behind it is woken if no permit is held).
 func (a semAttempt) abort(ctx context.Context, t try) error {
 	a.holder = t.id
-	_, err := a.releaseAs(ctx, t.id, "1")
-	return err
+	if _, err := a.releaseAs(ctx, t.id, "1"); err != nil || t.final {
+		return err
+	}
+	pub, err := a.c.hub.PublishCommand(ctx)
+	if err != nil {
+		return err
+	}
+	return scriptFairLeave.run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix, a.standing}, t.id, pub, t.id).Err()
 }
 
 // A semaphore's holder id is unique to one acquisition: it names the hold,
@@ -210,5 +265,6 @@ func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseRep
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptSemRelease.run(ctx, a.c.rdb,
-		[]string{a.k.lock, a.expiry, a.k.receipt(id), a.k.ch}, a.holder, pub, ms(receiptTTL), abort))
+		[]string{a.k.lock, a.expiry, a.k.receipt(id), a.size, a.k.fence, a.queue, a.deadlines, a.standing, a.chPrefix},
+		a.holder, pub, ms(receiptTTL), abort, a.permits, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
 }

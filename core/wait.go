@@ -206,9 +206,11 @@ type waitState struct {
 }
 
 // linedProtocol is a protocol whose waiters stand in a line in Redis that
-// the Client keeps their places in (fairAttempt).
+// the Client keeps their places in (fairAttempt, semAttempt).
 type linedProtocol interface {
-	line() *FairMutex
+	line() waitLine
+	// member is what stands in line for the attempt t.
+	member(t try) string
 }
 
 // lineWait is how long a waiter standing in line waits after the refusal
@@ -222,15 +224,15 @@ func (s *waitState) lineWait(d time.Duration, rep acquireReply) time.Duration {
 	if !ok || s.w == nil || s.fresh || !s.w.Live() {
 		return d
 	}
-	f := lp.line()
-	p := a.c.keep(s.place, f, a.t.owner, a.t.id, f.waiterTimeout, s.w.Wake)
+	wl := lp.line()
+	p := a.c.keep(s.place, wl, lp.member(a.t), a.t.id, s.w.Wake)
 	if p == nil {
 		return d
 	}
 	s.place = p
 	switch {
 	case rep.recheck < 0:
-		return keptFallback(f.waiterTimeout)
+		return keptFallback(wl.placeTimeout())
 	case rep.recheck == 0:
 		return 10 * time.Millisecond
 	default:

@@ -5,19 +5,21 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 var scriptFairKeep = registerScript("fair_keep", "lib_fence", "lib_queue")
 
 // Places in line, kept by the Client.
 //
-// A fair lock's waiter (a contended Mutex's too) stands in a line in Redis
+// A fair lock's waiter (a contended Mutex's and a semaphore's too) stands in a line in Redis
 // with a deadline: one not heard from for the waiter timeout is presumed dead
 // and evicted when it reaches the head of the line. Rather than have every
 // waiter retry every third of that timeout just to renew its place — 10,000
 // waiters would send 6,000 scripts a second while blocked — the Client renews
-// the places of all its waiters on one lock in one call (fair_keep.lua, at
-// most keepChunk places a call) every third of the waiter timeout, for as
+// the places of all its waiters on one lock in one call (fair_keep.lua,
+// sem_keep.lua; at most keepChunk places a call) every third of the waiter timeout, for as
 // long as they wait.
 //
 // A waiter whose place is kept and whose subscription is live looks again
@@ -25,13 +27,13 @@ var scriptFairKeep = registerScript("fair_keep", "lib_fence", "lib_queue")
 // subscription was re-established (the hub wakes every waiter then), when its
 // last refusal said to (first in line: when the holder's lease ends; the lock
 // free but someone else first: when that waiter's deadline passes), when
-// fair_keep found its place gone, and otherwise, as a safety net, after
+// the keep call found its place gone, and otherwise, as a safety net, after
 // keptFallback (three to six waiter timeouts). The same call evicts dead
 // waiters at the head of the line and wakes the first live one when the lock
 // is free, so a line whose holder's lease ran out without a release moves on
 // within a third of the waiter timeout even if no waiter's own look is due.
 
-// keepChunk bounds the places one fair_keep call renews, so a Client with
+// keepChunk bounds the places one keep call renews, so a Client with
 // thousands of waiters on one lock never runs one long script.
 const keepChunk = 500
 
@@ -44,9 +46,23 @@ type placeKeeper struct {
 	kick    chan struct{} // buffered(1): a new line, due earlier
 }
 
+// waitLine is a lock's line of waiters in Redis as the keeper sees it
+// (FairMutex, Semaphore).
+type waitLine interface {
+	// lineKey names the line: its queue key.
+	lineKey() string
+	// placeTimeout is how long a place in it lasts unrenewed (the waiter
+	// timeout).
+	placeTimeout() time.Duration
+	// keepCall runs one keep script over places (triples: the member in
+	// line, the attempt id standing in its place, its waiter timeout in
+	// ms); pub is the publish command, ttl the line's expiry.
+	keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd
+}
+
 // keptLine is one lock's line as seen by this Client: its places kept.
 type keptLine struct {
-	f      *FairMutex // the lock's keys (any handle of it)
+	wl     waitLine // the lock's keys (any handle of it)
 	places map[*place]struct{}
 	due    time.Time
 	// failed counts the line's calls that failed in a row.
@@ -55,11 +71,11 @@ type keptLine struct {
 
 // place is one waiter's place in a line, kept for it.
 type place struct {
-	line  *keptLine
-	owner string
-	id    string // the attempt that stands in it
-	wt    time.Duration
-	wake  chan struct{} // the waiter's (hub.join)
+	line   *keptLine
+	member string // what stands in line: the owner (a semaphore's: the attempt id)
+	id     string // the attempt that stands in it
+	wt     time.Duration
+	wake   chan struct{} // the waiter's (hub.join)
 }
 
 // keptFallback is how long a waiter whose place is kept waits without any
@@ -69,15 +85,16 @@ func keptFallback(wt time.Duration) time.Duration {
 	return 3*wt + rand.N(3*wt+1)
 }
 
-// keep keeps the place of the waiter of attempt id (owner's) in f's line,
-// whose wake-ups arrive on wake, and returns it; p, if not nil, is the
-// waiter's place so far (kept under a previous attempt id). It returns nil
-// when the Client is closed.
-func (c *Client) keep(p *place, f *FairMutex, owner, id string, wt time.Duration, wake chan struct{}) *place {
+// keep keeps the place of the waiter of attempt id (standing in wl as
+// member) in wl's line, whose wake-ups arrive on wake, and returns it; p, if
+// not nil, is the waiter's place so far (kept under a previous attempt id).
+// It returns nil when the Client is closed.
+func (c *Client) keep(p *place, wl waitLine, member, id string, wake chan struct{}) *place {
+	wt := wl.placeTimeout()
 	k := &c.places
 	k.mu.Lock()
 	if p != nil && p.line != nil {
-		p.id, p.owner, p.wt = id, owner, min(p.wt, wt)
+		p.id, p.member, p.wt = id, member, min(p.wt, wt)
 		k.mu.Unlock()
 		return p
 	}
@@ -85,13 +102,13 @@ func (c *Client) keep(p *place, f *FairMutex, owner, id string, wt time.Duration
 		k.lines = make(map[string]*keptLine)
 		k.kick = make(chan struct{}, 1)
 	}
-	l := k.lines[f.queue]
+	l := k.lines[wl.lineKey()]
 	fresh := l == nil
 	if fresh {
-		l = &keptLine{f: f, places: make(map[*place]struct{}), due: time.Now().Add(wt / 3)}
-		k.lines[f.queue] = l
+		l = &keptLine{wl: wl, places: make(map[*place]struct{}), due: time.Now().Add(wt / 3)}
+		k.lines[wl.lineKey()] = l
 	}
-	p = &place{line: l, owner: owner, id: id, wt: wt, wake: wake}
+	p = &place{line: l, member: member, id: id, wt: wt, wake: wake}
 	l.places[p] = struct{}{}
 	start := !k.running
 	k.running = true
@@ -128,23 +145,22 @@ func (c *Client) unkeep(p *place) {
 	}
 }
 
-// keepCall is one fair_keep call: a snapshot of up to keepChunk places,
+// keepCall is one keep call: a snapshot of up to keepChunk places,
 // taken under k.mu (a place's fields change when its waiter moves on to a
 // new attempt).
 type keepCall struct {
 	line   *keptLine
-	f      *FairMutex
 	places []*place
 	kept   []keptPlace // each place as it was when the call was made
 }
 
-// keptPlace is what a fair_keep call says of one place.
+// keptPlace is what a keep call says of one place.
 type keptPlace struct {
-	owner, id string
-	wt        time.Duration
+	member, id string
+	wt         time.Duration
 }
 
-// keepPlaces is the keeper's goroutine: it sends each line's fair_keep
+// keepPlaces is the keeper's goroutine: it sends each line's keep
 // calls when due, and exits when no place is left to keep or the Client
 // closes. No network I/O under k.mu.
 func (c *Client) keepPlaces() {
@@ -194,7 +210,7 @@ func (c *Client) keepPlaces() {
 	}
 }
 
-// calls snapshots l's places as fair_keep calls. Called with k.mu held.
+// calls snapshots l's places as keep calls. Called with k.mu held.
 func (l *keptLine) calls() []keepCall {
 	var out []keepCall
 	var cur keepCall
@@ -202,9 +218,9 @@ func (l *keptLine) calls() []keepCall {
 		if len(cur.places) == keepChunk {
 			out, cur = append(out, cur), keepCall{}
 		}
-		cur.line, cur.f = l, l.f
+		cur.line = l
 		cur.places = append(cur.places, p)
-		cur.kept = append(cur.kept, keptPlace{owner: p.owner, id: p.id, wt: p.wt})
+		cur.kept = append(cur.kept, keptPlace{member: p.member, id: p.id, wt: p.wt})
 	}
 	if len(cur.places) > 0 {
 		out = append(out, cur)
@@ -224,7 +240,7 @@ func (l *keptLine) every() time.Duration {
 	return wt / 3
 }
 
-// keepLine sends one fair_keep call, and wakes the waiters whose place it
+// keepLine sends one keep call, and wakes the waiters whose place it
 // did not find (they try again, which joins the line anew). A call that
 // fails is not retried before the line's next turn: a place lasts a whole
 // waiter timeout, three turns. After two failed calls in a row the line's
@@ -255,11 +271,10 @@ func (c *Client) keepLine(call keepCall) {
 // sendKeep sends call and wakes the waiters whose place it did not find.
 func (c *Client) sendKeep(call keepCall) error {
 	var longest time.Duration
-	args := make([]any, 0, 2+3*len(call.places))
-	args = append(args, "", "")
+	args := make([]any, 0, 3*len(call.places))
 	for _, p := range call.kept {
 		longest = max(longest, p.wt)
-		args = append(args, p.owner, p.id, ms(p.wt))
+		args = append(args, p.member, p.id, ms(p.wt))
 	}
 	ctx, cancel := context.WithTimeout(clientContext{Context: context.Background(), c: c}, longest/3)
 	defer cancel()
@@ -267,9 +282,7 @@ func (c *Client) sendKeep(call keepCall) error {
 	if err != nil {
 		return err
 	}
-	args[0], args[1] = pub, ms(2*longest)
-	f := call.f
-	v, err := scriptFairKeep.run(ctx, c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.standing, f.chPrefix}, args...).Result()
+	v, err := call.line.wl.keepCall(ctx, pub, 2*longest, args).Result()
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,126 @@
+-- lib_sem: a semaphore's line of waiters and its admission, prepended to
+-- the semaphore's scripts after lib_fence, lib_lease and lib_queue (not a
+-- script of its own).
+--
+-- A semaphore's waiter stands in a line (the keys of lib_queue.lua) under
+-- its acquisition's id, which is also the holder id it will hold its
+-- permits under; its standing value is 'id|lease|tag|s<n>|owner' (n: the
+-- permits it asks for). Admission is first fit, in line order: a release
+-- (and anything else that may free permits) admits, from the head of the
+-- line, every waiter whose permits fit in what is free, skipping those
+-- that do not fit — so no waiter that fits is left asleep, and a waiter
+-- asking for many permits can be overtaken by later ones asking for few.
+--
+-- A waiter with the watchdog is granted its permits by the script that
+-- admits it, as a fair lock's is (fair_release.lua): a new fencing token,
+-- a holder entry whose lease is the claim window, its attempt's record
+-- marked as the winner, and 'g <id> <token> <now> <lease>' pushed on its
+-- Client's channel. A waiter with a fixed LeaseTime is woken ('w <id>') to
+-- take them itself; the pass counts its permits as taken, so one release
+-- wakes no more such waiters than its permits can serve.
+--
+-- s is a table: holders (hash holder -> permits), expiry (zset holder ->
+-- lease deadline), size (permit count key), fence, queue, deadlines,
+-- standing, ch (channel prefix), permits (the count when size is absent),
+-- fence_ttl, claim (claim window ms), record_ttl (a grant's record, at
+-- least), publish.
+
+-- admit_scan bounds how far into the line one admission pass looks.
+local admit_scan = 64
+
+-- sem_size is the permit count in force.
+local function sem_size(s)
+  return tonumber(redis.call('get', s.size) or s.permits)
+end
+
+-- sem_free is the permits not held (negative after the count shrank).
+local function sem_free(s)
+  local used = 0
+  for _, v in ipairs(redis.call('hvals', s.holders)) do
+    used = used + tonumber(v)
+  end
+  return sem_size(s) - used
+end
+
+-- sem_wants reads the permits a standing value asks for (nil: not a
+-- semaphore waiter's).
+local function sem_wants(st)
+  return tonumber(string.match(st, '^[^|]*|[^|]*|[^|]*|s(%d+)'))
+end
+
+-- sem_leave_line takes member out of the line (it is near the head: LREM
+-- stops at the first match).
+local function sem_leave_line(s, member)
+  redis.call('lrem', s.queue, 1, member)
+  redis.call('zrem', s.deadlines, member)
+  redis.call('hdel', s.standing, member)
+end
+
+-- sem_take gives holder n permits for lease ms and returns the new fencing
+-- token.
+local function sem_take(s, holder, n, lease, now)
+  local token = fence_next(s.fence, s.fence_ttl)
+  redis.call('hset', s.holders, holder, n)
+  redis.call('zadd', s.expiry, now + lease, holder)
+  keep_for(s.holders, lease)
+  keep_for(s.expiry, lease)
+  return token
+end
+
+-- sem_admit admits the waiters that fit (see above), looking at most
+-- admit_scan places into the line; waiters whose deadline passed (dead),
+-- whose attempt is already over, or that ask for more than the count are
+-- taken out of line (the last are woken to hear so). self, if not nil, is
+-- the member running this script: when its turn comes and it fits, it is
+-- taken out of line and its permits are counted, not granted: the caller
+-- takes them.
+--
+-- Returns took (self's turn came and it fits), the permits still free
+-- once the pass counted what it admitted and woke, and whether the pass
+-- looked at the whole line (a newcomer may then take what is left).
+local function sem_admit(s, now, self)
+  local size = sem_size(s)
+  local free = sem_free(s)
+  local whole = redis.call('llen', s.queue) <= admit_scan
+  if free <= 0 then
+    return false, free, whole
+  end
+  local took = false
+  for _, m in ipairs(redis.call('lrange', s.queue, 0, admit_scan - 1)) do
+    if free <= 0 then
+      break
+    end
+    local dl = redis.call('zscore', s.deadlines, m)
+    local st = redis.call('hget', s.standing, m)
+    local id, wl, tag, n
+    if st then
+      id, wl, tag = standing_parse(st)
+      n = sem_wants(st)
+    end
+    if not (dl and tonumber(dl) > now and id and n) then
+      sem_leave_line(s, m)
+    elseif n > size then
+      sem_leave_line(s, m)
+      waiter_push(s.ch, m, tag, 'w ' .. id, s.publish)
+    elseif n <= free then
+      if m == self then
+        sem_leave_line(s, m)
+        took, free = true, free - n
+      elseif wl then
+        local record = s.holders .. ':rel:' .. id
+        sem_leave_line(s, m)
+        if redis.call('exists', record) == 0 then
+          local lease = math.min(wl, s.claim)
+          local token = sem_take(s, id, n, lease, now)
+          redis.call('set', record, 'A1:' .. token, 'px', math.max(wl, s.record_ttl))
+          waiter_push(s.ch, m, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease, s.publish)
+          free = free - n
+        end
+      else
+        waiter_push(s.ch, m, tag, 'w ' .. id, s.publish)
+        free = free - n
+      end
+    end
+  end
+  return took, free, whole
+end

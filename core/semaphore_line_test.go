@@ -1,0 +1,215 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// waitLineLen waits until the line of name holds n waiters.
+func waitLineLen(t *testing.T, rdb *redis.Client, name string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := rdb.LLen(context.Background(), "keylock:{"+name+"}:queue").Result()
+		if err == nil && got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("line of %q holds %d waiters (err %v), want %d", name, got, err, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// semWaiter is one Acquire call waiting in a semaphore's line.
+type semWaiter struct {
+	name string
+	n    int
+	got  chan *core.Lease
+}
+
+// semLine starts one Acquire per entry of wants (permits asked), each on
+// its own Client and each after the one before it stands in line.
+func semLine(t *testing.T, srv interface {
+	NewClient(testing.TB, ...func(*redis.Options)) *redis.Client
+}, rdb *redis.Client, name string, permits int, wants []int, opts ...core.LockOption) []*semWaiter {
+	t.Helper()
+	ctx := ctxTimeout(t, 30*time.Second)
+	var ws []*semWaiter
+	for i, n := range wants {
+		w := &semWaiter{name: fmt.Sprintf("w%d(%d)", i, n), n: n, got: make(chan *core.Lease, 1)}
+		s := newLocks(t, srv.NewClient(t)).Semaphore(name, permits)
+		go func() {
+			l, err := s.Acquire(ctx, n, opts...)
+			if err != nil {
+				t.Errorf("%s: Acquire: %v", w.name, err)
+			}
+			w.got <- l
+		}()
+		waitLineLen(t, rdb, name, int64(i+1))
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// served waits for w's lease.
+func (w *semWaiter) served(t *testing.T) *core.Lease {
+	t.Helper()
+	select {
+	case l := <-w.got:
+		if l == nil {
+			t.Fatalf("%s: no lease", w.name)
+		}
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not served within 10s", w.name)
+	}
+	return nil
+}
+
+// waiting fails the test if w was served.
+func (w *semWaiter) waiting(t *testing.T) {
+	t.Helper()
+	select {
+	case l := <-w.got:
+		t.Fatalf("%s: served (%v) while the permits it asks for are held", w.name, l)
+	default:
+	}
+}
+
+// A release admits the waiters in line order, one script in all: the
+// release grants the next waiter, and no other waiter runs a script.
+func TestSemaphoreReleaseAdmitsTheNextInLine(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	s := newLocks(t, srv.NewClient(t)).Semaphore("line", 2)
+	a, b := mustLock(t, s, ctx), mustLock(t, s, ctx)
+	ws := semLine(t, srv, rdb, "line", 2, []int{1, 1, 1, 1, 1})
+	time.Sleep(20 * time.Millisecond) // every waiter waiting
+	calls := func(cmd string) int64 { return commandCount(t, &singleNode{rdb}, cmd) }
+	scripts0 := calls("evalsha") + calls("eval")
+	mustUnlock(t, a)
+	l := ws[0].served(t)
+	if n := calls("evalsha") + calls("eval") - scripts0; n != 1 {
+		t.Fatalf("scripts run for one permit given back = %d, want 1 (the release, which grants the next waiter)", n)
+	}
+	for _, w := range ws[1:] {
+		w.waiting(t)
+	}
+	held := []*core.Lease{b, l}
+	for i, w := range ws[1:] {
+		mustUnlock(t, held[0])
+		held = append(held[1:], w.served(t))
+		for _, later := range ws[i+2:] {
+			later.waiting(t)
+		}
+	}
+	for _, l := range held {
+		mustUnlock(t, l)
+	}
+}
+
+// A release admits as many waiters as now fit, and first fit: a waiter
+// asking for more than is free does not hold back the ones behind it that
+// fit.
+func TestSemaphoreReleaseAdmitsAllThatFit(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	s := newLocks(t, srv.NewClient(t)).Semaphore("fit", 4)
+	big, one := mustAcquire(t, s, ctx, 3), mustLock(t, s, ctx)
+	ws := semLine(t, srv, rdb, "fit", 4, []int{4, 1, 2, 1})
+	mustUnlock(t, big) // 3 free: w0 (4) does not fit; w1, w2 do; w3 does not (1 left... is taken by w1+w2)
+	l1, l2 := ws[1].served(t), ws[2].served(t)
+	ws[0].waiting(t)
+	ws[3].waiting(t)
+	mustUnlock(t, one) // 1 free: w3 fits, w0 still does not
+	l3 := ws[3].served(t)
+	ws[0].waiting(t)
+	mustUnlock(t, l1)
+	mustUnlock(t, l2)
+	mustUnlock(t, l3)
+	mustUnlock(t, ws[0].served(t))
+	waitLineLen(t, rdb, "fit", 0)
+}
+
+// A newcomer does not take permits a waiter in line fits in: TryAcquire
+// and Acquire wait their turn behind it.
+func TestSemaphoreNewcomerDoesNotJumpTheLine(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	s := newLocks(t, srv.NewClient(t), core.WithWatchdogTimeout(time.Second)).Semaphore("jump", 2)
+	a, b := mustLock(t, s, ctx), mustLock(t, s, ctx)
+	ws := semLine(t, srv, rdb, "jump", 2, []int{2})
+	mustUnlock(t, a) // 1 free: the waiter asks for 2
+	if l, err := s.TryLock(ctx); err != nil {
+		t.Fatalf("TryLock with 1 free and a waiter asking for 2: %v, want the free permit (first fit)", err)
+	} else {
+		mustUnlock(t, l) // frees it again
+	}
+	mustUnlock(t, b) // 2 free: the waiter's
+	l := ws[0].served(t)
+	if _, err := s.TryLock(ctx); !errors.Is(err, core.ErrLocked) {
+		t.Fatalf("TryLock with every permit held: %v, want ErrLocked", err)
+	}
+	mustUnlock(t, l)
+}
+
+// A waiter with a fixed LeaseTime is woken to take its permits itself.
+func TestSemaphoreFixedLeaseWaiterIsWoken(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	s := newLocks(t, srv.NewClient(t)).Semaphore("fixed", 1)
+	a := mustLock(t, s, ctx)
+	ws := semLine(t, srv, rdb, "fixed", 1, []int{1, 1}, core.LeaseTime(10*time.Second))
+	mustUnlock(t, a)
+	l := ws[0].served(t)
+	if dl, ok := l.Context().Deadline(); !ok || time.Until(dl) < 5*time.Second {
+		t.Fatalf("fixed lease's deadline %v (%v), want about 10s away", dl, ok)
+	}
+	ws[1].waiting(t)
+	mustUnlock(t, l)
+	mustUnlock(t, ws[1].served(t))
+}
+
+// A grantee that is gone (its Client never claims) holds its permits for
+// the claim window; then the next waiter is admitted without a release.
+func TestSemaphoreDeadGranteePassesOn(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	s := newLocks(t, srv.NewClient(t)).Semaphore("dead", 1)
+	a := mustLock(t, s, ctx)
+	// A waiter whose process is gone: in line, its place renewed for a
+	// minute, on a channel nobody listens to.
+	bg := context.Background()
+	rdb.RPush(bg, "keylock:{dead}:queue", "ghost")
+	rdb.ZAdd(bg, "keylock:{dead}:timeouts", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "ghost"})
+	rdb.HSet(bg, "keylock:{dead}:standing", "ghost", "ghost|30000|nobody|s1|ghost-owner")
+	ws := semLine(t, srv, rdb, "dead", 1, []int{1})
+	mustUnlock(t, a) // granted to the ghost
+	if n := rdb.HExists(bg, "keylock:{dead}", "ghost").Val(); !n {
+		t.Fatalf("the release did not grant the first in line")
+	}
+	start := time.Now()
+	l := ws[0].served(t)
+	waited := time.Since(start)
+	if limit := core.DefaultFairClaimWindow + core.DefaultFairWaiterTimeout/3 + time.Second; waited > limit {
+		t.Fatalf("served %s after a grant to a waiter that is gone, want within the claim window and one keep turn (%s)", waited, limit)
+	}
+	t.Logf("served %s after the grant to a dead waiter", waited.Round(time.Millisecond))
+	mustUnlock(t, l)
+}
+
+func mustAcquire(t *testing.T, s *core.Semaphore, ctx context.Context, n int) *core.Lease {
+	t.Helper()
+	l, err := s.Acquire(ctx, n)
+	if err != nil {
+		t.Fatalf("Acquire(%d): %v", n, err)
+	}
+	return l
+}
