@@ -20,9 +20,10 @@ import (
 // (an edge from each waiter in a line to each holder of that lock) and
 // reports its cycles. Owners are what link the locks: a Lock taken under
 // another lease's context (or under WithOwner) waits as that lease's
-// owner, which is how nested locking is written. Waiters of a semaphore
-// or an RW lock's readers stand in no line Redis keeps, so cycles through
-// them are not seen.
+// owner, which is how nested locking is written. An RW lock's waiting
+// readers stand in no line Redis keeps, and a semaphore's holders and
+// waiters are known by their holder ids (one per acquisition), not by
+// their owners, so cycles through them are not seen.
 
 // maxDeadlocks bounds how many cycles FindDeadlocks reports, and
 // maxDeadlockSteps the search (paths through a dense graph are many).
