@@ -126,6 +126,18 @@ contend: redis
 	$(GO) test -count=1 -timeout 60m -run '^TestContention$$' -v ./internal/contend -args -contend.full $(CONTENDFLAGS)
 	$(GO) test -count=1 -run '^$$' -bench Uncontended -benchtime $(BENCHTIME) ./internal/contend
 
+# loopbench: the adapters' overhead (middleware/internal/loopbench): gin,
+# net/http and gRPC servers in a process of their own on a redis-server it
+# starts, each route served without a lock, with a lock taken by hand and
+# with the adapter's, driven with 1 and 16 connections beside core's bare
+# Lock+Unlock; prints p50/p99 per target (about 2 minutes). A short run is
+# part of `make test`. LOOPBENCHFLAGS e.g. "-loopbench.conns 1,4
+# -loopbench.profile /tmp/prof".
+LOOPBENCHFLAGS ?=
+.PHONY: loopbench
+loopbench: redis
+	$(GO) test -count=1 -timeout 30m -v -run '^TestOverhead$$' ./middleware/internal/loopbench -args -loopbench.full $(LOOPBENCHFLAGS)
+
 # leader: the leader-election harness (jobs/internal/leaderrun): three
 # replica processes campaign for one core.Election on a redis-server it
 # starts, the leader enqueues one asynq task per second (the second is its

@@ -8,6 +8,7 @@ require (
 	github.com/keylock/keylock/middleware/gin v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/middleware/grpc v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/middleware/http v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
 	google.golang.org/grpc v1.85.0
 )
 
@@ -33,7 +34,6 @@ require (
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect

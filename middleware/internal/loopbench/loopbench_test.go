@@ -1,170 +1,211 @@
 package loopbench_test
 
 import (
-	"context"
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"slices"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
-
-	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/internal/redistest"
-	ginlock "github.com/keylock/keylock/middleware/gin"
-	grpclock "github.com/keylock/keylock/middleware/grpc"
-	httplock "github.com/keylock/keylock/middleware/http"
+	"github.com/keylock/keylock/middleware/internal/loopbench"
 )
 
-const template = "seckill:{path.item}:{header.X-User-ID}"
+var (
+	full     = flag.Bool("loopbench.full", false, "the full run: 1 and 16 connections, 1 s per target and round, 5 rounds")
+	connsF   = flag.String("loopbench.conns", "", "connections per target, comma-separated (default 1,4; full: 1,16)")
+	duration = flag.Duration("loopbench.duration", 0, "time per target and round (default 150ms; full: 1s)")
+	rounds   = flag.Int("loopbench.rounds", 0, "rounds, each target once per round (default 1; full: 5)")
+	only     = flag.String("loopbench.only", "", "measure only the targets matching this regexp (e.g. 'gin|lock')")
+	profile  = flag.String("loopbench.profile", "", "write the server process's CPU and allocation profiles to this directory")
+)
 
-func newLocks(b *testing.B) *core.Client {
-	srv := redistest.NewServer(b)
-	c := core.New(srv.NewClient(b))
-	b.Cleanup(func() { _ = c.Close() })
-	return c
+// The server process: the test binary again, with serverEnv set to the
+// Redis address.
+const (
+	serverEnv  = "LOOPBENCH_REDIS"
+	profileEnv = "LOOPBENCH_PROFILE"
+)
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(serverEnv); addr != "" {
+		if err := serve(addr, os.Getenv(profileEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "loopbench server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }
 
-// measure runs op b.N times and reports its p50 latency in µs.
-func measure(b *testing.B, op func() error) {
-	b.Helper()
-	for range 50 { // warm up connections and scripts
-		if err := op(); err != nil {
-			b.Fatal(err)
-		}
+// serve runs the servers, prints their addresses as one JSON line, and
+// stops when stdin ends, writing the profiles to dir if it is set.
+func serve(redisAddr, dir string) error {
+	a, stop, err := loopbench.Serve(redisAddr)
+	if err != nil {
+		return err
 	}
-	lat := make([]time.Duration, 0, b.N)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now()
-		if err := op(); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(start))
-	}
-	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
-}
-
-// lockUnlock is the lock's own cost: TryLock and Unlock under a
-// cancellable context, as a served request's is.
-func lockUnlock(b *testing.B, locks *core.Client) {
-	m := locks.Mutex("seckill:42:u-7")
-	measure(b, func() error {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		l, err := m.TryLock(ctx)
+	defer stop()
+	if dir != "" {
+		f, err := os.Create(filepath.Join(dir, "cpu.pprof"))
 		if err != nil {
 			return err
 		}
-		return l.Unlock(ctx)
-	})
-}
-
-func post(client *http.Client, url string) func() error {
-	return func() error {
-		req, _ := http.NewRequest(http.MethodPost, url, nil)
-		req.Header.Set("X-User-ID", "u-7")
-		res, err := client.Do(req)
-		if err != nil {
+		defer f.Close()
+		runtime.MemProfileRate = 4096
+		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		_ = res.Body.Close()
-		if res.StatusCode != http.StatusNoContent {
-			return &statusError{res.StatusCode}
-		}
-		return nil
+		defer pprof.StopCPUProfile()
+		defer func() {
+			if f, err := os.Create(filepath.Join(dir, "allocs.pprof")); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
 	}
+	if err := json.NewEncoder(os.Stdout).Encode(a); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
 }
 
-type statusError struct{ code int }
-
-func (e *statusError) Error() string { return "HTTP " + http.StatusText(e.code) }
-
-func BenchmarkGin(b *testing.B) {
-	gin.SetMode(gin.ReleaseMode)
-	locks := newLocks(b)
-	ok := func(c *gin.Context) { c.Status(http.StatusNoContent) }
-	r := gin.New()
-	r.POST("/plain/:item/buy", ok)
-	r.POST("/locked/:item/buy", ginlock.Middleware(locks, template), ok)
-	srv := httptest.NewServer(r)
-	b.Cleanup(srv.Close)
-	client := srv.Client()
-	b.Run("unlocked", func(b *testing.B) { measure(b, post(client, srv.URL+"/plain/42/buy")) })
-	b.Run("locked", func(b *testing.B) { measure(b, post(client, srv.URL+"/locked/42/buy")) })
-	b.Run("lock+unlock", func(b *testing.B) { lockUnlock(b, locks) })
-}
-
-func BenchmarkHTTP(b *testing.B) {
-	locks := newLocks(b)
-	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	mux := http.NewServeMux()
-	mux.Handle("POST /plain/{item}/buy", ok)
-	mux.Handle("POST /locked/{item}/buy", httplock.Middleware(locks, template)(ok))
-	srv := httptest.NewServer(mux)
-	b.Cleanup(srv.Close)
-	client := srv.Client()
-	b.Run("unlocked", func(b *testing.B) { measure(b, post(client, srv.URL+"/plain/42/buy")) })
-	b.Run("locked", func(b *testing.B) { measure(b, post(client, srv.URL+"/locked/42/buy")) })
-	b.Run("lock+unlock", func(b *testing.B) { lockUnlock(b, locks) })
-}
-
-type health struct {
-	healthpb.UnimplementedHealthServer
-}
-
-func (health) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	return &healthpb.HealthCheckResponse{}, nil
-}
-
-func serveGRPC(b *testing.B, opts ...grpc.ServerOption) healthpb.HealthClient {
-	gs := grpc.NewServer(opts...)
-	healthpb.RegisterHealthServer(gs, health{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+// startServer starts the server process on the Redis at redisAddr and
+// returns its addresses and its pid.
+func startServer(t *testing.T, redisAddr string) (loopbench.Addrs, int) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serverEnv+"="+redisAddr, profileEnv+"="+*profile)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = gs.Serve(lis)
-	}()
-	b.Cleanup(func() {
-		gs.Stop()
-		<-served
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("server process: %v", err)
+		}
 	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
+	var a loopbench.Addrs
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &a)
 	}
-	b.Cleanup(func() { _ = conn.Close() })
-	return healthpb.NewHealthClient(conn)
+	if err != nil {
+		t.Fatalf("server process: no addresses: %v", err)
+	}
+	return a, cmd.Process.Pid
 }
 
-func BenchmarkGRPC(b *testing.B) {
-	locks := newLocks(b)
-	plain := serveGRPC(b)
-	locked := serveGRPC(b, grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(locks,
-		grpclock.WithMethod(healthpb.Health_Check_FullMethodName, "seckill:{req.service}:{md.x-user-id}"))))
-	call := func(c healthpb.HealthClient) func() error {
-		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-user-id", "u-7")
-		return func() error {
-			_, err := c.Check(ctx, &healthpb.HealthCheckRequest{Service: "42"})
-			return err
+// TestOverhead measures, at each number of connections, every route and
+// method without and with its lock and the bare Lock+Unlock, one target
+// after another in each round, and prints a Markdown table of p50 and p99.
+// Without -loopbench.full it is a short run that checks only that every
+// target answered.
+func TestOverhead(t *testing.T) {
+	conns, d, nRounds := []int{1, 4}, 150*time.Millisecond, 1
+	if *full {
+		conns, d, nRounds = []int{1, 16}, time.Second, 5
+	}
+	if *connsF != "" {
+		conns = nil
+		for _, s := range strings.Split(*connsF, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
+				t.Fatalf("-loopbench.conns: %q is not a positive number", s)
+			}
+			conns = append(conns, n)
 		}
 	}
-	b.Run("unlocked", func(b *testing.B) { measure(b, call(plain)) })
-	b.Run("locked", func(b *testing.B) { measure(b, call(locked)) })
-	b.Run("lock+unlock", func(b *testing.B) { lockUnlock(b, locks) })
+	if *duration > 0 {
+		d = *duration
+	}
+	if *rounds > 0 {
+		nRounds = *rounds
+	}
+	keep := regexp.MustCompile(*only)
+
+	srv := redistest.NewServer(t)
+	a, pid := startServer(t, srv.Addr())
+	targets, closeTargets := loopbench.Targets(a, srv.Addr())
+	defer closeTargets()
+
+	lat := map[string][]time.Duration{} // by conns/target
+	cpu := map[string]time.Duration{}   // the server's CPU time, by conns/target
+	cpuKnown := true
+	for _, n := range conns {
+		for range nRounds {
+			for _, tg := range targets {
+				if !keep.MatchString(tg.Name) {
+					continue
+				}
+				before, err1 := loopbench.ProcessCPU(pid)
+				l, err := loopbench.Run(tg, n, d)
+				if err != nil {
+					t.Fatalf("%d connections: %v", n, err)
+				}
+				after, err2 := loopbench.ProcessCPU(pid)
+				cpuKnown = cpuKnown && err1 == nil && err2 == nil
+				k := strconv.Itoa(n) + "/" + tg.Name
+				lat[k] = append(lat[k], l...)
+				cpu[k] += after - before
+			}
+		}
+	}
+	sum := map[string]loopbench.Summary{}
+	for k, l := range lat {
+		if len(l) == 0 {
+			t.Errorf("%s: no operation completed", k)
+		}
+		s := loopbench.Summarize(l, time.Duration(nRounds)*d)
+		if cpuKnown && len(l) > 0 {
+			s.CPU = cpu[k] / time.Duration(len(l))
+		}
+		sum[k] = s
+	}
+	report(os.Stdout, conns, sum)
+}
+
+// report prints one row per adapter and number of connections: p50 / p99
+// of each target, and the two differences the adapters are judged by.
+func report(w io.Writer, conns []int, sum map[string]loopbench.Summary) {
+	us := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Nanoseconds())/1e3, 'f', 0, 64) }
+	cell := func(s loopbench.Summary) string { return us(s.P50) + " / " + us(s.P99) }
+	fmt.Fprintln(w, "| conns | adapter | unlocked | lock by hand | adapter's lock | bare Lock+Unlock | locked − unlocked − bare, p50 | **locked − by hand, p50** | server CPU per request: unlocked / by hand / locked | locked req/s |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, n := range conns {
+		p := strconv.Itoa(n) + "/"
+		bare := sum[p+"lock+unlock"]
+		for _, ad := range []string{"gin", "http", "grpc"} {
+			un, hand, lk := sum[p+ad+"/unlocked"], sum[p+ad+"/hand"], sum[p+ad+"/locked"]
+			if un.N == 0 || hand.N == 0 || lk.N == 0 || bare.N == 0 {
+				continue
+			}
+			cpu := "–"
+			if lk.CPU > 0 {
+				cpu = us(un.CPU) + " / " + us(hand.CPU) + " / " + us(lk.CPU)
+			}
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | **%s** | %s | %.0f |\n", n, ad,
+				cell(un), cell(hand), cell(lk), cell(bare), us(lk.P50-un.P50-bare.P50), us(lk.P50-hand.P50), cpu, lk.PerSec)
+		}
+	}
+	fmt.Fprintln(w, "\n(µs; each cell p50 / p99)")
 }
