@@ -105,3 +105,17 @@ func TestWithAttempt(t *testing.T) {
 		t.Errorf("got the base context's owner, want a fresh per-attempt owner")
 	}
 }
+
+func TestMustPanicsWithTheErrorValue(t *testing.T) {
+	if got := adapter.Must(7, nil); got != 7 {
+		t.Errorf("Must(7, nil) = %d; want 7", got)
+	}
+	boom := errors.New("boom")
+	defer func() {
+		if r := recover(); r != boom {
+			t.Errorf("Must(0, boom) panicked with %v; want the error value boom", r)
+		}
+	}()
+	adapter.Must(0, boom)
+	t.Error("Must(0, boom) returned; want a panic")
+}

@@ -26,11 +26,7 @@ import (
 // offending option, template or placeholder) when the configuration is
 // invalid, a start-up error; use New to get the error instead.
 func Middleware(locks *core.Client, opts ...Option) asynq.MiddlewareFunc {
-	mw, err := New(locks, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return mw
+	return adapter.Must(New(locks, opts...))
 }
 
 // New is Middleware returning configuration errors instead of
@@ -82,11 +78,7 @@ func New(locks *core.Client, opts ...Option) (asynq.MiddlewareFunc, error) {
 // part) when the template or an option is invalid, a start-up error; use
 // NewHandler to get the error instead.
 func Wrap(h asynq.Handler, locks *core.Client, template string, opts ...Option) asynq.Handler {
-	w, err := NewHandler(h, locks, template, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return w
+	return adapter.Must(NewHandler(h, locks, template, opts...))
 }
 
 // NewHandler is Wrap returning configuration errors instead of panicking.

@@ -35,11 +35,7 @@ const StatusClientClosedRequest = httpguard.StatusClientClosedRequest
 // with it (an error value), at start-up rather than on a request. New
 // returns it instead.
 func Middleware(locks *core.Client, template string, opts ...Option) gin.HandlerFunc {
-	h, err := New(locks, template, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return h
+	return adapter.Must(New(locks, template, opts...))
 }
 
 // New is Middleware returning the start-up error instead of panicking. The

@@ -85,22 +85,14 @@ func newRule(locks *core.Client, method, template string, cfg *config) (*rule, e
 // error (an error value) if the options are invalid: call it while the
 // server is built, so a bad template stops the program at start-up.
 func UnaryServerInterceptor(locks *core.Client, opts ...Option) grpc.UnaryServerInterceptor {
-	return mustNew(locks, opts).Unary()
+	return adapter.Must(New(locks, opts...)).Unary()
 }
 
 // StreamServerInterceptor returns a stream server interceptor that locks
 // the streams of the methods configured with WithMethod. It panics with
 // New's error (an error value) if the options are invalid.
 func StreamServerInterceptor(locks *core.Client, opts ...Option) grpc.StreamServerInterceptor {
-	return mustNew(locks, opts).Stream()
-}
-
-func mustNew(locks *core.Client, opts []Option) *Interceptors {
-	i, err := New(locks, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return i
+	return adapter.Must(New(locks, opts...)).Stream()
 }
 
 // Unary returns the unary server interceptor.

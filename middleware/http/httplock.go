@@ -26,11 +26,7 @@ const StatusClientClosedRequest = httpguard.StatusClientClosedRequest
 // cannot build is a programming error, and Middleware panics with it (an
 // error value). New returns it instead.
 func Middleware(locks *core.Client, template string, opts ...Option) func(http.Handler) http.Handler {
-	mw, err := New(locks, template, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return mw
+	return adapter.Must(New(locks, template, opts...))
 }
 
 // New is Middleware returning the start-up error instead of panicking.
