@@ -17,5 +17,8 @@
 //     caller who found the key busy.
 //
 // WithAttempt gives each attempt of a job (or each stream) an owner of its
-// own. The package imports core and keytmpl only: no transport.
+// own; Lead runs a job adapter's periodic work only while its process
+// leads a core.Election; Must turns New's configuration error into the
+// start-up panic of Middleware, Wrap and …Interceptor. The package imports
+// core and keytmpl only: no transport.
 package adapter

@@ -2,21 +2,16 @@ package asynqlock
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
 )
 
-// campaignRetry is the pause before campaigning again after a campaign
-// failed for want of Redis.
-const campaignRetry = time.Second
-
 // Lead runs run only while this process leads election, and campaigns
 // again after every term, until ctx ends: one periodic job per cluster,
-// however many replicas run Lead.
+// however many replicas run Lead. It is adapter.Lead.
 //
 // run is called at the start of each term under the term's context (its
 // values are ctx's; core.LeaseFrom returns the term's lease, whose Token is
@@ -35,45 +30,7 @@ const campaignRetry = time.Second
 // (core.ErrClosed, core.ErrInvalidName). A campaign that fails for want of
 // Redis (core.ErrUnavailable) is tried again a second later.
 func Lead(ctx context.Context, election *core.Election, run func(ctx context.Context) error) error {
-	for {
-		term, err := election.Campaign(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, core.ErrUnavailable):
-			if !pause(ctx, campaignRetry) {
-				return nil
-			}
-			continue
-		case err != nil:
-			return err
-		}
-		if err := serve(ctx, term, run); err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-	}
-}
-
-// serve runs one term: run under the term's context, ended with ctx too,
-// then resign (a lost term's Resign fails harmlessly with ErrNotHeld). It
-// returns run's error if the term was still alive when run returned.
-func serve(ctx context.Context, term *core.Term, run func(ctx context.Context) error) error {
-	rctx, cancel := context.WithCancel(term.Context())
-	stop := context.AfterFunc(ctx, cancel)
-	err := run(rctx)
-	lost := term.Context().Err() != nil
-	stop()
-	cancel()
-	resign, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	_ = term.Resign(resign)
-	rcancel()
-	if err != nil && !lost && ctx.Err() == nil {
-		return err
-	}
-	return nil
+	return adapter.Lead(ctx, election, run)
 }
 
 // LeadScheduler runs an asynq.Scheduler only while this process leads
@@ -98,16 +55,4 @@ func LeadScheduler(ctx context.Context, election *core.Election, newScheduler fu
 		s.Shutdown()
 		return nil
 	})
-}
-
-// pause waits d, and reports false if ctx ended first.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
