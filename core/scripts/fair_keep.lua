@@ -25,22 +25,7 @@
 -- Returns the 1-based numbers of the triples whose place was not found
 -- (their waiters should try again, which joins the line anew).
 local now = now_ms()
-local lost = {}
-local kept = 0
-local i = 3
-local n = 1
-while ARGV[i] do
-  local owner, id, wt = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local st = redis.call('hget', KEYS[4], owner)
-  if st and standing_parse(st) == id and redis.call('zscore', KEYS[3], owner) then
-    redis.call('zadd', KEYS[3], now + wt, owner)
-    kept = kept + 1
-  else
-    lost[#lost + 1] = n
-  end
-  i = i + 3
-  n = n + 1
-end
+local lost, kept = renew_places(KEYS[3], KEYS[4], 3, now)
 if kept > 0 then
   redis.call('pexpire', KEYS[2], ARGV[2])
   redis.call('pexpire', KEYS[3], ARGV[2])

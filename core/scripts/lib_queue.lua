@@ -81,3 +81,31 @@ local function wake_next(queue, deadlines, standing, ch_prefix, publish)
     wake_waiter(standing, ch_prefix, head, publish)
   end
 end
+
+-- renew_places renews the places named by the triples of ARGV from index
+-- i on (member in line, attempt id standing in its place, waiter timeout
+-- in ms), each only while that attempt stands in it and the member is
+-- still in line, so a late copy of a keep call never brings back a place
+-- its waiter gave up or lost; kept(member, deadline, standing), if given,
+-- is called for each place renewed. It returns the 1-based numbers of the
+-- triples whose place was not found, and how many were renewed.
+local function renew_places(deadlines, standing, i, now, kept)
+  local lost = {}
+  local n, renewed = 1, 0
+  while ARGV[i] do
+    local member, id, wt = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+    local st = redis.call('hget', standing, member)
+    if st and standing_parse(st) == id and redis.call('zscore', deadlines, member) then
+      redis.call('zadd', deadlines, now + wt, member)
+      if kept then
+        kept(member, now + wt, st)
+      end
+      renewed = renewed + 1
+    else
+      lost[#lost + 1] = n
+    end
+    i = i + 3
+    n = n + 1
+  end
+  return lost, renewed
+end

@@ -29,22 +29,7 @@
 -- Returns the 1-based numbers of the triples whose place was not found
 -- (their waiters should look again, which joins the line anew).
 local now = now_ms()
-local lost = {}
-local kept = 0
-local i = 7
-local n = 1
-while ARGV[i] do
-  local member, id, wt = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local st = redis.call('hget', KEYS[7], member)
-  if st and standing_parse(st) == id and redis.call('zscore', KEYS[6], member) then
-    redis.call('zadd', KEYS[6], now + wt, member)
-    kept = kept + 1
-  else
-    lost[#lost + 1] = n
-  end
-  i = i + 3
-  n = n + 1
-end
+local lost, kept = renew_places(KEYS[6], KEYS[7], 7, now)
 if kept > 0 then
   redis.call('pexpire', KEYS[5], ARGV[2])
   redis.call('pexpire', KEYS[6], ARGV[2])
