@@ -130,7 +130,7 @@ contend: redis
 # net/http and gRPC servers in a process of their own on a redis-server it
 # starts, each route served without a lock, with a lock taken by hand and
 # with the adapter's, driven with 1 and 16 connections beside core's bare
-# Lock+Unlock; prints p50/p99 per target (about 2 minutes). A short run is
+# Lock+Unlock; prints p50/p99 per target (about 3 minutes). A short run is
 # part of `make test`. LOOPBENCHFLAGS e.g. "-loopbench.conns 1,4
 # -loopbench.profile /tmp/prof".
 LOOPBENCHFLAGS ?=

@@ -22,10 +22,10 @@ import (
 )
 
 var (
-	full     = flag.Bool("loopbench.full", false, "the full run: 1 and 16 connections, 1 s per target and round, 5 rounds")
+	full     = flag.Bool("loopbench.full", false, "the full run: 1 and 16 connections, 200 ms per target and round, 25 rounds")
 	connsF   = flag.String("loopbench.conns", "", "connections per target, comma-separated (default 1,4; full: 1,16)")
-	duration = flag.Duration("loopbench.duration", 0, "time per target and round (default 150ms; full: 1s)")
-	rounds   = flag.Int("loopbench.rounds", 0, "rounds, each target once per round (default 1; full: 5)")
+	duration = flag.Duration("loopbench.duration", 0, "time per target and round (default 150ms; full: 200ms)")
+	rounds   = flag.Int("loopbench.rounds", 0, "rounds, each target once per round (default 1; full: 25)")
 	only     = flag.String("loopbench.only", "", "measure only the targets matching this regexp (e.g. 'gin|lock')")
 	profile  = flag.String("loopbench.profile", "", "write the server process's CPU and allocation profiles to this directory")
 )
@@ -123,7 +123,7 @@ func startServer(t *testing.T, redisAddr string) (loopbench.Addrs, int) {
 func TestOverhead(t *testing.T) {
 	conns, d, nRounds := []int{1, 4}, 150*time.Millisecond, 1
 	if *full {
-		conns, d, nRounds = []int{1, 16}, time.Second, 5
+		conns, d, nRounds = []int{1, 16}, 200 * time.Millisecond, 25
 	}
 	if *connsF != "" {
 		conns = nil
