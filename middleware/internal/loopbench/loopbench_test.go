@@ -123,7 +123,7 @@ func startServer(t *testing.T, redisAddr string) (loopbench.Addrs, int) {
 func TestOverhead(t *testing.T) {
 	conns, d, nRounds := []int{1, 4}, 150*time.Millisecond, 1
 	if *full {
-		conns, d, nRounds = []int{1, 16}, 200 * time.Millisecond, 25
+		conns, d, nRounds = []int{1, 16}, 200*time.Millisecond, 25
 	}
 	if *connsF != "" {
 		conns = nil
