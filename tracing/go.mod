@@ -84,6 +84,7 @@ replace (
 	github.com/keylock/keylock/internal/readme => ../internal/readme
 	github.com/keylock/keylock/jobs/asynq => ../jobs/asynq
 	github.com/keylock/keylock/jobs/asynqtrace => ../jobs/asynqtrace
+	github.com/keylock/keylock/jobs/internal/asynqtest => ../jobs/internal/asynqtest
 	github.com/keylock/keylock/middleware/gin => ../middleware/gin
 	github.com/keylock/keylock/middleware/grpc => ../middleware/grpc
 	github.com/keylock/keylock/middleware/http => ../middleware/http

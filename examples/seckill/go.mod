@@ -93,6 +93,7 @@ replace (
 	github.com/keylock/keylock/internal/readme => ../../internal/readme
 	github.com/keylock/keylock/jobs/asynq => ../../jobs/asynq
 	github.com/keylock/keylock/jobs/asynqtrace => ../../jobs/asynqtrace
+	github.com/keylock/keylock/jobs/internal/asynqtest => ../../jobs/internal/asynqtest
 	github.com/keylock/keylock/keylocktest => ../../keylocktest
 	github.com/keylock/keylock/middleware/gin => ../../middleware/gin
 	github.com/keylock/keylock/middleware/grpc => ../../middleware/grpc

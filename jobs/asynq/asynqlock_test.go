@@ -31,7 +31,7 @@ func TestOneTaskPerKeyAtATime(t *testing.T) {
 	done := make(chan struct{}, tasks)
 
 	mux := asynq.NewServeMux()
-	mux.Use(asynqlock.Middleware(e.locks,
+	mux.Use(asynqlock.Middleware(e.Locks,
 		asynqlock.WithTask("order:pay", "order:{payload.order_id}", asynqlock.OnBusyWait(20*time.Second)),
 	))
 	mux.HandleFunc("order:pay", func(ctx context.Context, _ *asynq.Task) error {
@@ -47,7 +47,7 @@ func TestOneTaskPerKeyAtATime(t *testing.T) {
 		done <- struct{}{}
 		return nil
 	})
-	e.serve(t, mux, func(c *asynq.Config) {
+	e.Serve(t, mux, func(c *asynq.Config) {
 		c.BaseContext = func() context.Context { return core.WithOwner(context.Background(), "shared-base-owner") }
 	})
 
@@ -80,7 +80,7 @@ func TestDifferentKeysRunInParallel(t *testing.T) {
 	errs := make(chan error, tasks)
 
 	mux := asynq.NewServeMux()
-	mux.Use(asynqlock.Middleware(e.locks,
+	mux.Use(asynqlock.Middleware(e.Locks,
 		asynqlock.WithTask("order:pay", "{type}/{queue}/{payload.order_id}"),
 	))
 	mux.HandleFunc("order:pay", func(ctx context.Context, task *asynq.Task) error {
@@ -90,7 +90,7 @@ func TestDifferentKeysRunInParallel(t *testing.T) {
 		_ = json.Unmarshal(task.Payload(), &p)
 		// {type} "order:pay" is encoded ('%3A' for ':'), {queue} is "default".
 		key := fmt.Sprintf("keylock:{order%%3Apay/default/%d}", p.OrderID)
-		if n, err := e.rdb.Exists(ctx, key).Result(); err != nil || n != 1 {
+		if n, err := e.RDB.Exists(ctx, key).Result(); err != nil || n != 1 {
 			errs <- fmt.Errorf("lock key %s: got exists=%d err=%v, want it held", key, n, err)
 		}
 		if l, ok := asynqlock.LeaseFrom(ctx); !ok || "keylock:{"+l.Name()+"}" != key || l.Token() == 0 {
@@ -107,7 +107,7 @@ func TestDifferentKeysRunInParallel(t *testing.T) {
 		}
 		return nil
 	})
-	e.serve(t, mux)
+	e.Serve(t, mux)
 
 	for i := range tasks {
 		e.enqueue(t, "order:pay", fmt.Sprintf(`{"order_id": %d}`, i+1))
@@ -151,14 +151,14 @@ func TestBusyRetryDoesNotBurnMaxRetry(t *testing.T) {
 	rec := newBusyRecorder()
 	var calls atomic.Int32
 	mux := asynq.NewServeMux()
-	mux.Use(asynqlock.Middleware(e.locks,
+	mux.Use(asynqlock.Middleware(e.Locks,
 		asynqlock.WithTask("order:pay", "order:{payload.order_id}", asynqlock.OnBusyRetry(100*time.Millisecond)),
 	))
 	mux.HandleFunc("order:pay", func(context.Context, *asynq.Task) error {
 		calls.Add(1)
 		return nil
 	})
-	e.serve(t, mux, func(c *asynq.Config) { c.ErrorHandler = rec })
+	e.Serve(t, mux, func(c *asynq.Config) { c.ErrorHandler = rec })
 
 	release := e.hold(t, "order:9")
 	id := e.enqueue(t, "order:pay", `{"order_id": "9"}`, asynq.MaxRetry(1), asynq.Retention(time.Minute))
@@ -175,7 +175,7 @@ func TestBusyRetryDoesNotBurnMaxRetry(t *testing.T) {
 			t.Fatalf("got %d busy attempts within 15s, want 3", i)
 		}
 	}
-	if info, err := e.insp.GetTaskInfo("default", id); err != nil || info.Retried != 0 {
+	if info, err := e.Insp.GetTaskInfo("default", id); err != nil || info.Retried != 0 {
 		t.Fatalf("after 3 busy attempts: got info %+v, err %v; want Retried 0 (MaxRetry 1 not burned)", info, err)
 	}
 	release()
@@ -201,8 +201,8 @@ func TestBusyOnLastAttemptArchives(t *testing.T) {
 	h := asynqlock.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		calls.Add(1)
 		return nil
-	}), e.locks, "order:{payload.order_id}")
-	e.serve(t, h)
+	}), e.Locks, "order:{payload.order_id}")
+	e.Serve(t, h)
 
 	release := e.hold(t, "order:3")
 	defer release()
@@ -224,8 +224,8 @@ func TestBusySkipDropsDuplicate(t *testing.T) {
 	h := asynqlock.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		calls.Add(1)
 		return nil
-	}), e.locks, "report:{type}", asynqlock.OnBusySkip())
-	e.serve(t, h, func(c *asynq.Config) { c.ErrorHandler = rec })
+	}), e.Locks, "report:{type}", asynqlock.OnBusySkip())
+	e.Serve(t, h, func(c *asynq.Config) { c.ErrorHandler = rec })
 
 	release := e.hold(t, "report:daily")
 	defer release()
@@ -235,7 +235,7 @@ func TestBusySkipDropsDuplicate(t *testing.T) {
 		t.Errorf("skipped duplicate: got %d handler calls, Retried %d, %d busy + %d other errors; want 0, 0, 0 + 0",
 			calls.Load(), info.Retried, len(rec.busy), rec.others.Load())
 	}
-	archived, err := e.insp.ListArchivedTasks("default")
+	archived, err := e.Insp.ListArchivedTasks("default")
 	if err != nil || len(archived) != 0 {
 		t.Errorf("archive: got %d tasks (err %v), want none", len(archived), err)
 	}
@@ -250,8 +250,8 @@ func TestBadPayloadSkipsRetry(t *testing.T) {
 	h := asynqlock.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		calls.Add(1)
 		return nil
-	}), e.locks, "order:{payload.order_id}")
-	e.serve(t, h)
+	}), e.Locks, "order:{payload.order_id}")
+	e.Serve(t, h)
 
 	for _, tc := range []struct{ payload, reason string }{
 		{`{"id": 1}`, "missing"},
@@ -316,8 +316,8 @@ func TestLostLockCancelsTaskContext(t *testing.T) {
 			causes <- errors.New("task context not cancelled within 10s")
 			return nil
 		}
-	}), e.locks, "job:{payload.id}")
-	e.serve(t, h)
+	}), e.Locks, "job:{payload.id}")
+	e.Serve(t, h)
 
 	id := e.enqueue(t, "job", `{"id": 1}`, asynq.MaxRetry(0))
 	select {
@@ -325,7 +325,7 @@ func TestLostLockCancelsTaskContext(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("handler not called within 15s")
 	}
-	if err := e.rdb.Del(context.Background(), "keylock:{job:1}").Err(); err != nil {
+	if err := e.RDB.Del(context.Background(), "keylock:{job:1}").Err(); err != nil {
 		t.Fatalf("DEL lock key: %v", err)
 	}
 	if cause := <-causes; !errors.Is(cause, core.ErrLockLost) {
@@ -350,8 +350,8 @@ func TestWatchdogKeepsLongTaskLocked(t *testing.T) {
 		<-proceed
 		ctxErr <- context.Cause(ctx)
 		return nil
-	}), e.locks, "job:{payload.id}")
-	e.serve(t, h)
+	}), e.Locks, "job:{payload.id}")
+	e.Serve(t, h)
 
 	id := e.enqueue(t, "job", `{"id": 2}`, asynq.Retention(time.Minute))
 	select {
@@ -360,7 +360,7 @@ func TestWatchdogKeepsLongTaskLocked(t *testing.T) {
 		t.Fatal("handler not called within 15s")
 	}
 	time.Sleep(4 * watchdog)
-	_, err := e.locks.Mutex("job:2").TryLock(core.WithOwner(context.Background(), "intruder"))
+	_, err := e.Locks.Mutex("job:2").TryLock(core.WithOwner(context.Background(), "intruder"))
 	if !errors.Is(err, core.ErrLocked) {
 		t.Errorf("TryLock by another owner after %s: got %v, want core.ErrLocked", 4*watchdog, err)
 	}
@@ -369,7 +369,7 @@ func TestWatchdogKeepsLongTaskLocked(t *testing.T) {
 		t.Errorf("task context after %s: got %v, want alive", 4*watchdog, err)
 	}
 	e.waitState(t, id, asynq.TaskStateCompleted, 15*time.Second)
-	if n, err := e.rdb.Exists(context.Background(), "keylock:{job:2}").Result(); err != nil || n != 0 {
+	if n, err := e.RDB.Exists(context.Background(), "keylock:{job:2}").Result(); err != nil || n != 0 {
 		t.Errorf("after the task: got lock key exists=%d (err %v), want released", n, err)
 	}
 }
@@ -382,7 +382,7 @@ func TestBusyWait(t *testing.T) {
 	h := asynqlock.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		calls.Add(1)
 		return nil
-	}), e.locks, "order:{payload.order_id}", asynqlock.OnBusyWait(5*time.Second))
+	}), e.Locks, "order:{payload.order_id}", asynqlock.OnBusyWait(5*time.Second))
 	task := asynq.NewTask("order:pay", []byte(`{"order_id": 5}`))
 
 	release := e.hold(t, "order:5")
@@ -397,7 +397,7 @@ func TestBusyWait(t *testing.T) {
 	short := asynqlock.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		calls.Add(1)
 		return nil
-	}), e.locks, "order:{payload.order_id}", asynqlock.OnBusyWait(100*time.Millisecond))
+	}), e.Locks, "order:{payload.order_id}", asynqlock.OnBusyWait(100*time.Millisecond))
 	release = e.hold(t, "order:5")
 	defer release()
 	err := short.ProcessTask(context.Background(), task)
@@ -416,10 +416,10 @@ func TestOwnerPerAttemptAndPassThrough(t *testing.T) {
 		owner, _ := core.OwnerFrom(ctx)
 		owners = append(owners, owner)
 		return nil
-	}), e.locks, "order:{payload.order_id}")
+	}), e.Locks, "order:{payload.order_id}")
 	var passedOwner bool
 	mux := asynq.NewServeMux()
-	mux.Use(asynqlock.Middleware(e.locks, asynqlock.WithTask("order:pay", "order:{payload.order_id}")))
+	mux.Use(asynqlock.Middleware(e.Locks, asynqlock.WithTask("order:pay", "order:{payload.order_id}")))
 	mux.Handle("order:pay", inner)
 	mux.HandleFunc("other", func(ctx context.Context, _ *asynq.Task) error {
 		_, passedOwner = core.OwnerFrom(ctx)
@@ -451,8 +451,8 @@ func TestCaseVariantPayloadCannotBypassLock(t *testing.T) {
 	h := asynqlock.Wrap(asynq.HandlerFunc(func(_ context.Context, t *asynq.Task) error {
 		ran.Add(1)
 		return nil
-	}), e.locks, "order:{payload.order_id}")
-	e.serve(t, h)
+	}), e.Locks, "order:{payload.order_id}")
+	e.Serve(t, h)
 	defer e.hold(t, "order:2")() // what the handler would act on
 
 	id := e.enqueue(t, "order:pay", `{"order_id":"1","ORDER_ID":"2"}`, asynq.MaxRetry(5))
@@ -476,13 +476,13 @@ func TestBusyTaskReturnsSoonAfterReleaseWithOneSecondCheck(t *testing.T) {
 	e := newEnv(t)
 	done := make(chan time.Time, 1)
 	mux := asynq.NewServeMux()
-	mux.Use(asynqlock.Middleware(e.locks, asynqlock.WithTask("order:pay", "order:{payload.order_id}")))
+	mux.Use(asynqlock.Middleware(e.Locks, asynqlock.WithTask("order:pay", "order:{payload.order_id}")))
 	mux.HandleFunc("order:pay", func(context.Context, *asynq.Task) error {
 		done <- time.Now()
 		return nil
 	})
 	rec := newBusyRecorder()
-	e.serve(t, mux, func(c *asynq.Config) {
+	e.Serve(t, mux, func(c *asynq.Config) {
 		c.DelayedTaskCheckInterval = time.Second
 		c.ErrorHandler = rec
 	})

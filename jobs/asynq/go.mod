@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/hibiken/asynq v0.26.0
 	github.com/keylock/keylock v0.0.0-00010101000000-000000000000
+	github.com/keylock/keylock/jobs/internal/asynqtest v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 )
@@ -28,6 +29,7 @@ replace (
 	github.com/keylock/keylock/examples/seckill => ../../examples/seckill
 	github.com/keylock/keylock/internal/readme => ../../internal/readme
 	github.com/keylock/keylock/jobs/asynqtrace => ../../jobs/asynqtrace
+	github.com/keylock/keylock/jobs/internal/asynqtest => ../internal/asynqtest
 	github.com/keylock/keylock/middleware/gin => ../../middleware/gin
 	github.com/keylock/keylock/middleware/grpc => ../../middleware/grpc
 	github.com/keylock/keylock/middleware/http => ../../middleware/http

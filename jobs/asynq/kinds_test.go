@@ -50,8 +50,8 @@ func TestKinds(t *testing.T) {
 				inFlight.Add(-1)
 				done <- struct{}{}
 				return nil
-			}), e.locks, "report:{payload.id}", asynqlock.WithKind(tc.spec), asynqlock.OnBusyWait(20*time.Second))
-			e.serve(t, h)
+			}), e.Locks, "report:{payload.id}", asynqlock.WithKind(tc.spec), asynqlock.OnBusyWait(20*time.Second))
+			e.Serve(t, h)
 
 			for range tasks {
 				e.enqueue(t, "report", `{"id": 1}`)

@@ -92,7 +92,7 @@ func TestLeadThreeReplicasOneTickerNoDuplicates(t *testing.T) {
 						continue
 					}
 					last = slot
-					_, err := e.client.EnqueueContext(ctx, asynq.NewTask("tick", nil), asynq.TaskID(fmt.Sprint("tick-", slot)), asynq.Retention(time.Minute))
+					_, err := e.Client.EnqueueContext(ctx, asynq.NewTask("tick", nil), asynq.TaskID(fmt.Sprint("tick-", slot)), asynq.Retention(time.Minute))
 					mu.Lock()
 					switch {
 					case err == nil:
@@ -108,7 +108,7 @@ func TestLeadThreeReplicasOneTickerNoDuplicates(t *testing.T) {
 	stops := make([]context.CancelFunc, 3)
 	var wg sync.WaitGroup
 	start := func(i int) {
-		locks := core.New(e.srv.NewClient(t))
+		locks := core.New(e.Srv.NewClient(t))
 		ctx, cancel := context.WithCancel(context.Background())
 		stops[i] = cancel
 		wg.Add(1)
@@ -175,9 +175,9 @@ func TestLeadSchedulerStopsWhenDeposed(t *testing.T) {
 	var wg sync.WaitGroup
 	var ids [2]string
 	for i := range 2 {
-		locks := core.New(e.srv.NewClient(t))
+		locks := core.New(e.Srv.NewClient(t))
 		ids[i] = locks.ID()
-		rdb := e.srv.NewClient(t)
+		rdb := e.Srv.NewClient(t)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -203,14 +203,14 @@ func TestLeadSchedulerStopsWhenDeposed(t *testing.T) {
 	}
 	defer func() { cancel(); wg.Wait() }()
 
-	election := e.locks.Election("scheduler")
+	election := e.Locks.Election("scheduler")
 	seen := election.Observe(ctx)
 	first := <-seen
 	for first.Owner == "" {
 		first = <-seen
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if _, err := e.locks.ForceUnlock(ctx, "scheduler"); err != nil {
+	if _, err := e.Locks.ForceUnlock(ctx, "scheduler"); err != nil {
 		t.Fatalf("ForceUnlock: %v", err)
 	}
 	var next core.Leader

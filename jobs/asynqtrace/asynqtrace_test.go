@@ -81,21 +81,21 @@ func TestTracedTaskContinuesTheProducersTrace(t *testing.T) {
 	done := make(chan baggage.Baggage, 1)
 	mux := asynq.NewServeMux()
 	mux.Use(asynqtrace.Middleware(asynqtrace.WithTracerProvider(tr.tp)),
-		asynqlock.Middleware(tr.locks, asynqlock.WithTask("order:pay", "order:{payload.id}")))
+		asynqlock.Middleware(tr.Locks, asynqlock.WithTask("order:pay", "order:{payload.id}")))
 	mux.HandleFunc("order:pay", func(ctx context.Context, _ *asynq.Task) error {
 		_, span := tr.tp.Tracer("test").Start(ctx, "pay")
 		span.End()
 		done <- baggage.FromContext(ctx)
 		return nil
 	})
-	tr.serve(t, mux)
+	tr.Serve(t, mux)
 
 	member, _ := baggage.NewMember("tenant", "acme")
 	bag, _ := baggage.New(member)
 	ctx := baggage.ContextWithBaggage(context.Background(), bag)
 	ctx, request := tr.tp.Tracer("test").Start(ctx, "POST /pay", trace.WithSpanKind(trace.SpanKindServer))
 	ectx, enqueue := tr.tp.Tracer("test").Start(ctx, "enqueue order:pay", trace.WithSpanKind(trace.SpanKindProducer))
-	if _, err := tr.client.EnqueueContext(ectx, asynqtrace.NewTask(ectx, "order:pay", []byte(`{"id":7}`))); err != nil {
+	if _, err := tr.Client.EnqueueContext(ectx, asynqtrace.NewTask(ectx, "order:pay", []byte(`{"id":7}`))); err != nil {
 		t.Fatal(err)
 	}
 	enqueue.End()
@@ -140,10 +140,10 @@ func TestTracedTaskLinkedAndErrors(t *testing.T) {
 	mux := asynq.NewServeMux()
 	mux.Use(asynqtrace.Middleware(asynqtrace.WithTracerProvider(tr.tp), asynqtrace.WithLinkedTrace(true)))
 	mux.HandleFunc("fails", func(context.Context, *asynq.Task) error { return errors.New("boom") })
-	tr.serve(t, mux)
+	tr.Serve(t, mux)
 
 	ctx, request := tr.tp.Tracer("test").Start(context.Background(), "request")
-	if _, err := tr.client.Enqueue(asynqtrace.NewTask(ctx, "fails", nil), asynq.MaxRetry(0)); err != nil {
+	if _, err := tr.Client.Enqueue(asynqtrace.NewTask(ctx, "fails", nil), asynq.MaxRetry(0)); err != nil {
 		t.Fatal(err)
 	}
 	request.End()

@@ -6,6 +6,7 @@ require (
 	github.com/hibiken/asynq v0.26.0
 	github.com/keylock/keylock v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/jobs/asynq v0.0.0-00010101000000-000000000000
+	github.com/keylock/keylock/jobs/internal/asynqtest v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/tracing v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0
@@ -37,6 +38,7 @@ replace (
 	github.com/keylock/keylock/examples/seckill => ../../examples/seckill
 	github.com/keylock/keylock/internal/readme => ../../internal/readme
 	github.com/keylock/keylock/jobs/asynq => ../../jobs/asynq
+	github.com/keylock/keylock/jobs/internal/asynqtest => ../internal/asynqtest
 	github.com/keylock/keylock/middleware/gin => ../../middleware/gin
 	github.com/keylock/keylock/middleware/grpc => ../../middleware/grpc
 	github.com/keylock/keylock/middleware/http => ../../middleware/http

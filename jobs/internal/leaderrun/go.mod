@@ -5,6 +5,7 @@ go 1.26.0
 replace (
 	github.com/keylock/keylock => ../../..
 	github.com/keylock/keylock/jobs/asynq => ../../asynq
+	github.com/keylock/keylock/jobs/internal/asynqtest => ../asynqtest
 )
 
 require (
