@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/keylock/keylock/internal/spantest"
 	ginlock "github.com/keylock/keylock/middleware/gin"
 	httplock "github.com/keylock/keylock/middleware/http"
 )
@@ -45,18 +46,7 @@ func checkPrivate(t *testing.T, h *harness) {
 		t.Fatal("no spans recorded")
 	}
 	for _, s := range spans {
-		var texts []string
-		texts = append(texts, s.Name(), s.Status().Description)
-		for _, a := range s.Attributes() {
-			texts = append(texts, string(a.Key)+"="+a.Value.Emit())
-		}
-		for _, e := range s.Events() {
-			texts = append(texts, e.Name)
-			for _, a := range e.Attributes {
-				texts = append(texts, string(a.Key)+"="+a.Value.Emit())
-			}
-		}
-		for _, text := range texts {
+		for _, text := range spantest.Texts(s) {
 			for _, secret := range []string{secretUser, secretItem} {
 				if strings.Contains(text, secret) {
 					t.Errorf("span %q holds %q in %q", s.Name(), secret, text)

@@ -6,6 +6,7 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/keylock/keylock v0.0.0-00010101000000-000000000000
+	github.com/keylock/keylock/internal/spantest v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/jobs/asynq v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/middleware/gin v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/middleware/grpc v0.0.0-00010101000000-000000000000
@@ -82,6 +83,7 @@ replace (
 	github.com/keylock/keylock/dashboard => ../dashboard
 	github.com/keylock/keylock/examples/seckill => ../examples/seckill
 	github.com/keylock/keylock/internal/readme => ../internal/readme
+	github.com/keylock/keylock/internal/spantest => ../internal/spantest
 	github.com/keylock/keylock/jobs/asynq => ../jobs/asynq
 	github.com/keylock/keylock/jobs/asynqtrace => ../jobs/asynqtrace
 	github.com/keylock/keylock/jobs/internal/asynqtest => ../jobs/internal/asynqtest

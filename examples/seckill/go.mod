@@ -91,6 +91,7 @@ replace (
 	github.com/keylock/keylock/cmd/keylock => ../../cmd/keylock
 	github.com/keylock/keylock/dashboard => ../../dashboard
 	github.com/keylock/keylock/internal/readme => ../../internal/readme
+	github.com/keylock/keylock/internal/spantest => ../../internal/spantest
 	github.com/keylock/keylock/jobs/asynq => ../../jobs/asynq
 	github.com/keylock/keylock/jobs/asynqtrace => ../../jobs/asynqtrace
 	github.com/keylock/keylock/jobs/internal/asynqtest => ../../jobs/internal/asynqtest

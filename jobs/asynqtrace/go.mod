@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/hibiken/asynq v0.26.0
 	github.com/keylock/keylock v0.0.0-00010101000000-000000000000
+	github.com/keylock/keylock/internal/spantest v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/jobs/asynq v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/jobs/internal/asynqtest v0.0.0-00010101000000-000000000000
 	github.com/keylock/keylock/tracing v0.0.0-00010101000000-000000000000
@@ -37,6 +38,7 @@ replace (
 	github.com/keylock/keylock/dashboard => ../../dashboard
 	github.com/keylock/keylock/examples/seckill => ../../examples/seckill
 	github.com/keylock/keylock/internal/readme => ../../internal/readme
+	github.com/keylock/keylock/internal/spantest => ../../internal/spantest
 	github.com/keylock/keylock/jobs/asynq => ../../jobs/asynq
 	github.com/keylock/keylock/jobs/internal/asynqtest => ../internal/asynqtest
 	github.com/keylock/keylock/middleware/gin => ../../middleware/gin

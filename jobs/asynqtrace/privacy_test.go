@@ -16,6 +16,7 @@ import (
 
 	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/internal/redistest"
+	"github.com/keylock/keylock/internal/spantest"
 	asynqlock "github.com/keylock/keylock/jobs/asynq"
 	"github.com/keylock/keylock/jobs/asynqtrace"
 	"github.com/keylock/keylock/tracing"
@@ -92,18 +93,7 @@ func TestTaskSpansHoldNoKey(t *testing.T) {
 	spans := rec.Ended()
 	var tasks int
 	for _, s := range spans {
-		var texts []string
-		texts = append(texts, s.Name(), s.Status().Description)
-		for _, a := range s.Attributes() {
-			texts = append(texts, string(a.Key)+"="+a.Value.Emit())
-		}
-		for _, e := range s.Events() {
-			texts = append(texts, e.Name)
-			for _, a := range e.Attributes {
-				texts = append(texts, string(a.Key)+"="+a.Value.Emit())
-			}
-		}
-		for _, text := range texts {
+		for _, text := range spantest.Texts(s) {
 			for _, secret := range []string{secretUser, secretItem} {
 				if strings.Contains(text, secret) {
 					t.Errorf("span %q holds %q in %q", s.Name(), secret, text)
