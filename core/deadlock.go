@@ -16,14 +16,13 @@ import (
 // wait budget ends): A holds x and waits for y while B holds y and waits
 // for x — in different processes, on different Redis slots. Redis knows who
 // waits where it keeps a line: a mutex's or fair lock's queue and an RW
-// lock's write intents. FindDeadlocks builds the wait-for graph from inspected locks
+// lock's line of readers and writers. FindDeadlocks builds the wait-for graph from inspected locks
 // (an edge from each waiter in a line to each holder of that lock) and
 // reports its cycles. Owners are what link the locks: a Lock taken under
 // another lease's context (or under WithOwner) waits as that lease's
-// owner, which is how nested locking is written. An RW lock's waiting
-// readers stand in no line Redis keeps, and a semaphore's holders and
+// owner, which is how nested locking is written. A semaphore's holders and
 // waiters are known by their holder ids (one per acquisition), not by
-// their owners, so cycles through them are not seen.
+// their owners, so cycles through a semaphore are not seen.
 
 // maxDeadlocks bounds how many cycles FindDeadlocks reports, and
 // maxDeadlockSteps the search (paths through a dense graph are many).
@@ -188,7 +187,7 @@ func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock || 
 // waits, so keep glob narrow. Of the owners in a cycle, the one with the
 // largest owner id is refused, so that exactly one side backs off.
 // The other waits of the cycle must stand in a line Redis keeps (a mutex's
-// or fair lock's queue, an RW lock's write intents) to be seen; the checked Lock
+// or fair lock's queue, an RW lock's line of readers and writers) to be seen; the checked Lock
 // itself may be of any kind. Default: off.
 func WithDeadlockCheck(glob string) Option {
 	return func(c *config) { c.deadlockGlob = glob }

@@ -20,13 +20,15 @@ type ForceUnlockResult struct {
 	// readers and counts, semaphore holder deadlines).
 	KeysDeleted int
 	// WokenClients is the number of subscriptions the wake-ups on the
-	// lock's channels reached (RW readers and writers, RedLock waiters;
-	// each Client wakes all its local waiters of the channel).
+	// lock's shared channels reached (a RedLock's waiters; each Client
+	// wakes all its local waiters of the channel).
 	WokenClients int
 	// WokenHead is the member of the lock's line woken on its Client's
-	// channel (the first live one in line: a mutex's or fair lock's owner
-	// id, a semaphore's holder id), "" when none; the semaphore's waiter
-	// admits the others that fit when it takes its permits.
+	// channel (the first live one in line: a mutex's, fair lock's or RW
+	// writer's owner id, ':r:' and the owner id for an RW reader, a
+	// semaphore's holder id), "" when none; when it takes the lock it
+	// serves the rest of the line (the other readers, the semaphore's
+	// waiters that fit).
 	WokenHead string
 }
 

@@ -286,15 +286,20 @@ func parseSnapshot(v any) (*snapshot, error) {
 	return &s, nil
 }
 
-// waiterKind is the kind of lock the waiter of owner in line waits for: a
+// waiterKind is the kind of lock the waiter of member in line waits for: a
 // Mutex's waiter marks its standing attempt 'm' (lib_queue.lua), a
-// semaphore's 's<n>' (lib_sem.lua).
-func (s *snapshot) waiterKind(owner string) Kind {
-	f := strings.Split(s.standing[owner], "|")
+// semaphore's 's<n>' (lib_sem.lua), an RW lock's 'w' or 'r' (lib_rw.lua).
+func (s *snapshot) waiterKind(member string) Kind {
+	f := strings.Split(s.standing[member], "|")
 	switch {
-	case len(f) >= 4 && f[3] == "m":
+	case len(f) < 4:
+	case f[3] == "m":
 		return KindMutex
-	case len(f) >= 4 && strings.HasPrefix(f[3], "s"):
+	case f[3] == "w":
+		return KindWrite
+	case f[3] == "r":
+		return KindRead
+	case strings.HasPrefix(f[3], "s"):
 		return KindSemaphore
 	}
 	return KindFair
@@ -307,13 +312,21 @@ func (s *snapshot) lineKind() Kind {
 	if len(s.queue) == 0 {
 		return KindFair
 	}
-	kind := s.waiterKind(s.queue[0])
+	kind := lockKind(s.waiterKind(s.queue[0]))
 	for _, owner := range s.queue[1:] {
-		if s.waiterKind(owner) != kind {
+		if lockKind(s.waiterKind(owner)) != kind {
 			return KindFair
 		}
 	}
 	return kind
+}
+
+// lockKind is the kind of lock a waiter of mode waits for.
+func lockKind(mode Kind) Kind {
+	if mode == KindRead || mode == KindWrite {
+		return KindRW
+	}
+	return mode
 }
 
 // state turns the raw snapshot into a LockState (WaitingClients and the
@@ -376,18 +389,15 @@ func (s *snapshot) state(name string) *LockState {
 		return a.Owner < b.Owner
 	})
 	st.Held = len(st.Holders) > 0
-	for _, owner := range s.queue {
-		w := Waiter{Owner: owner, Mode: s.waiterKind(owner)}
-		if dl, ok := s.deadline[owner]; ok {
+	for _, m := range s.queue {
+		w := Waiter{Owner: m, Mode: s.waiterKind(m)}
+		if w.Mode == KindRead {
+			w.Owner = strings.TrimPrefix(m, ":r:") // a reader stands in line as ':r:'..owner
+		}
+		if dl, ok := s.deadline[m]; ok {
 			w.TTL = max(msDur(dl-s.nowMS), 0)
 		}
 		st.Line = append(st.Line, w)
-	}
-	for _, in := range s.intents {
-		if in.score <= s.nowMS {
-			continue
-		}
-		st.Line = append(st.Line, Waiter{Owner: in.member, Mode: KindWrite, TTL: msDur(in.score - s.nowMS)})
 	}
 	if s.queueLen > 0 {
 		st.Waiters = int(s.queueLen)

@@ -163,8 +163,9 @@ func TestInspectFairRWSemaphore(t *testing.T) {
 	t.Run("rw writer is an RW lock when readers wait", func(t *testing.T) {
 		wl := mustLock(t, a.RWMutex("doc"), ctx)
 		r := blockIn(ctx, func(ctx context.Context) (*core.Lease, error) { return b.RWMutex("doc").RLock(ctx) })
-		st := inspectUntil(t, a, "doc", "the waiting reader", func(s *core.LockState) bool { return s.WaitingClients == 1 })
-		if st.Kind != core.KindRW || st.Holders[0].Mode != core.KindWrite || st.Token != wl.Token() {
+		st := inspectUntil(t, a, "doc", "the waiting reader", func(s *core.LockState) bool { return len(s.Line) == 1 })
+		if st.Kind != core.KindRW || st.Holders[0].Mode != core.KindWrite || st.Token != wl.Token() ||
+			st.Line[0].Mode != core.KindRead || st.Line[0].ClientID != b.ID() {
 			t.Errorf("got %+v, want an RW lock held for writing", st)
 		}
 		mustUnlock(t, wl)

@@ -7,18 +7,24 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// writeIntentTTL is how long a waiting writer keeps new readers out without
-// renewing its intent. A waiting writer renews it at least every third of
-// that; one that crashed while waiting blocks new readers for at most this.
+// writeIntentTTL is how long a waiter of an RW lock keeps its place in line
+// (and a waiting writer new readers out) without being heard from: its
+// Client renews it every third of that; a waiter that crashed is taken out
+// of line, and blocks new readers, for at most this.
 const writeIntentTTL = 3 * time.Second
 
+// rwLibs are the libraries of the RW lock's scripts: its line and
+// admission (lib_rw.lua) use every other.
+var rwLibs = []string{"lib_fence", "lib_lease", "lib_attempt", "lib_queue", "lib_hold", "lib_rw"}
+
 var (
-	scriptRWReadAcquire  = registerScript("rw_read_acquire", "lib_fence", "lib_lease", "lib_attempt")
+	scriptRWReadAcquire  = registerScript("rw_read_acquire", rwLibs...)
 	scriptLeaseRenew     = registerScript("lease_renew", "lib_fence", "lib_lease", "lib_renew")
-	scriptRWReadRelease  = registerScript("rw_read_release", "lib_fence", "lib_lease", "lib_attempt")
-	scriptRWWriteAcquire = registerScript("rw_write_acquire", "lib_fence", "lib_lease", "lib_attempt", "lib_hold")
-	scriptRWWriteRelease = registerScript("rw_write_release", "lib_fence", "lib_attempt", "lib_hold")
-	scriptRWWriteLeave   = registerScript("rw_write_leave")
+	scriptRWReadRelease  = registerScript("rw_read_release", rwLibs...)
+	scriptRWWriteAcquire = registerScript("rw_write_acquire", rwLibs...)
+	scriptRWWriteRelease = registerScript("rw_write_release", rwLibs...)
+	scriptRWLeave        = registerScript("rw_leave", rwLibs...)
+	scriptRWKeep         = registerScript("rw_keep", rwLibs...)
 )
 
 // RWMutex is a distributed reentrant read-write lock (Redisson's
@@ -34,23 +40,31 @@ var (
 // Each reader holds its own lease, renewed by the watchdog independently
 // of the others, so a crashed reader stops counting when its own lease ends.
 //
-// Writers are not starved by a stream of readers: a writer that finds the
-// lock busy records a write intent, and while an intent is live no new
-// reader gets in (readers that already read may still re-enter). The writer
-// therefore waits only for the readers present when it arrived. A writer's
-// release clears all intents and wakes every waiting reader and one writer,
-// so readers that waited get their turn before the next writer shuts the
-// door again. An intent that is not renewed (the writer gave up or crashed)
-// lapses after a few seconds; a writer that gives up withdraws it at once.
+// Readers and writers that find the lock busy stand in one line kept in
+// Redis and are served in arrival order: the readers at the head of the
+// line together (up to the first writer), then that writer once no reader
+// is left, and so on. While a writer waits no new reader gets in (readers
+// that already read may still re-enter), so a stream of readers cannot
+// starve it, and readers that queued behind it get their turn before the
+// writers after them. A release serves the line itself: a waiter with the
+// watchdog is granted its hold directly (pushed to its Client: its Lock or
+// RLock returns without another round trip; the first lease is
+// DefaultFairClaimWindow, which its Client extends), one with a fixed
+// LeaseTime is woken to take it — no herd either way. Each Client keeps
+// the places of all its waiters of the lock in one call every second; a
+// waiter not heard from for 3 s (crashed) is taken out of line, and one
+// that gives up leaves it at once.
 type RWMutex struct {
-	c       *Client
-	k       keys
-	readers string // zset owner -> reader's lease deadline (server ms)
-	counts  string // hash owner -> read holds, ':'..owner -> token
-	intents string // zset waiting writer -> deadline (server ms)
-	rch     string // readers' wake-up channel
-	wch     string // writers' wake-up channel
-	err     error
+	c         *Client
+	k         keys
+	readers   string // zset owner -> reader's lease deadline (server ms)
+	counts    string // hash owner -> read holds, ':'..owner -> token
+	intents   string // zset waiting writer -> deadline (server ms)
+	queue     string // list of waiting members (lib_rw.lua)
+	deadlines string // zset member -> eviction deadline (server ms)
+	standing  string // hash member -> the attempt standing in its place
+	chPrefix  string // a waiter's channel is chPrefix + its Client's id
+	err       error
 }
 
 // RWMutex returns the read-write lock called name. Name rules are Mutex's;
@@ -59,12 +73,14 @@ func (c *Client) RWMutex(name string) *RWMutex {
 	k := newKeys(name)
 	return &RWMutex{
 		c: c, k: k,
-		readers: k.sub("readers"),
-		counts:  k.sub("rcount"),
-		intents: k.sub("intents"),
-		rch:     k.ch + ":r",
-		wch:     k.ch + ":w",
-		err:     validateName(name),
+		readers:   k.sub("readers"),
+		counts:    k.sub("rcount"),
+		intents:   k.sub("intents"),
+		queue:     k.sub("queue"),
+		deadlines: k.sub("timeouts"),
+		standing:  k.sub("standing"),
+		chPrefix:  k.ch + ":",
+		err:       validateName(name),
 	}
 }
 
@@ -96,8 +112,8 @@ func (rw *RWMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error)
 	return rw.lock(ctx, true, opts)
 }
 
-// TryLock makes one attempt to take the write lock. It does not keep
-// readers out when it fails.
+// TryLock makes one attempt to take the write lock. It never joins the
+// line, and does not keep readers out when it fails.
 func (rw *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	return rw.lock(ctx, false, opts)
 }
@@ -130,19 +146,25 @@ func (r readLocker) Name() string { return r.rw.k.name }
 // rwRead is the protocol of the read side.
 type rwRead struct{ *RWMutex }
 
-func (r rwRead) info() LockInfo        { return LockInfo{Kind: KindRead, Name: r.k.name} }
-func (r rwRead) holdKey() string       { return "read\x00" + r.k.lock }
-func (r rwRead) channel(string) string { return r.rch }
+func (r rwRead) info() LockInfo      { return LockInfo{Kind: KindRead, Name: r.k.name} }
+func (r rwRead) holdKey() string     { return "read\x00" + r.k.lock }
+func (r rwRead) member(t try) string { return ":r:" + t.owner }
 
 func (r rwRead) acquire(ctx context.Context, t try) (acquireReply, error) {
-	return r.c.acquireScript(ctx, r, t, scriptRWReadAcquire,
-		[]string{r.k.lock, r.readers, r.counts, r.intents, r.k.fence, r.k.receipt(t.id)},
-		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), t.replayArg(), boolArg(t.watchdog))
+	pub, err := r.c.hub.PublishCommand(ctx)
+	if err != nil {
+		return acquireReply{}, err
+	}
+	return r.c.acquireScript(ctx, r, t, scriptRWReadAcquire, r.lineKeys(t.id),
+		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), t.replayArg(), boolArg(t.watchdog),
+		ms(writeIntentTTL), pub, t.id, r.c.id, ms(DefaultFairClaimWindow), ms(receiptTTL))
 }
 
 func (r rwRead) abort(ctx context.Context, t try) error {
-	_, err := r.releaseAs(ctx, t.abortRelease(), "1")
-	return err
+	if _, err := r.releaseAs(ctx, t.abortRelease(), "1"); err != nil || t.final {
+		return err
+	}
+	return r.leave(ctx, r.member(t), t.id)
 }
 
 func (r rwRead) renew(ctx context.Context, pipe redis.Pipeliner, rn renewal) *redis.Cmd {
@@ -163,8 +185,9 @@ func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (r
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptRWReadRelease.run(ctx, r.c.rdb,
-		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.wch},
-		rel.owner, ms(rel.wdLease), pub, ms(rel.keep), abort, tokenArg(rel.token), boolArg(rel.watchdog)))
+		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.k.lock, r.intents, r.k.fence, r.queue, r.deadlines, r.standing, r.chPrefix},
+		rel.owner, ms(rel.wdLease), pub, ms(rel.keep), abort, tokenArg(rel.token), boolArg(rel.watchdog),
+		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
 }
 
 // rwWrite is the protocol of one Lock or TryLock call on the write side. It
@@ -174,36 +197,33 @@ type rwWrite struct {
 	wait bool
 }
 
-func (w rwWrite) info() LockInfo        { return LockInfo{Kind: KindWrite, Name: w.k.name} }
-func (w rwWrite) holdKey() string       { return "write\x00" + w.k.lock }
-func (w rwWrite) channel(string) string { return w.wch }
+func (w rwWrite) info() LockInfo      { return LockInfo{Kind: KindWrite, Name: w.k.name} }
+func (w rwWrite) holdKey() string     { return "write\x00" + w.k.lock }
+func (w rwWrite) member(t try) string { return t.owner }
 
 func (w rwWrite) acquire(ctx context.Context, t try) (acquireReply, error) {
+	pub, err := w.c.hub.PublishCommand(ctx)
+	if err != nil {
+		return acquireReply{}, err
+	}
 	join := "0"
 	if w.wait {
 		join = "1"
 	}
-	return w.c.acquireScript(ctx, w, t, scriptRWWriteAcquire,
-		[]string{w.k.lock, w.readers, w.counts, w.intents, w.k.fence, w.k.receipt(t.id)},
-		t.owner, ms(t.lease), ms(fenceTTL), ms(writeIntentTTL), join, t.recordTTL(), boolArg(t.watchdog), t.replayArg())
+	return w.c.acquireScript(ctx, w, t, scriptRWWriteAcquire, w.lineKeys(t.id),
+		t.owner, ms(t.lease), ms(fenceTTL), ms(writeIntentTTL), join, t.recordTTL(), boolArg(t.watchdog), t.replayArg(),
+		pub, t.id, w.c.id, ms(DefaultFairClaimWindow), ms(receiptTTL))
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy
-// refused), then withdraws the writer's intent: the resolution comes first,
-// so that no late copy can record it again. If it fails, the intent lapses
-// after writeIntentTTL anyway.
+// refused), then takes the writer out of the line: the resolution comes
+// first, so that no late copy can queue it again. If it fails, the place
+// lapses after writeIntentTTL anyway.
 func (w rwWrite) abort(ctx context.Context, t try) error {
-	if _, err := w.releaseAs(ctx, t.abortRelease(), "1"); err != nil {
-		return err
+	if _, err := w.releaseAs(ctx, t.abortRelease(), "1"); err != nil || !w.wait {
+		return err // TryLock never queues
 	}
-	if !w.wait {
-		return nil // TryLock records no intent
-	}
-	pub, err := w.c.hub.PublishCommand(ctx)
-	if err != nil {
-		return err
-	}
-	return scriptRWWriteLeave.run(ctx, w.c.rdb, []string{w.intents, w.rch}, t.owner, pub).Err()
+	return w.leave(ctx, w.member(t), t.id)
 }
 
 func (w rwWrite) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd {
@@ -224,6 +244,40 @@ func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (re
 		return releaseReply{}, err
 	}
 	return decodeRelease(scriptRWWriteRelease.run(ctx, w.c.rdb,
-		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.rch, w.wch},
-		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog)))
+		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.readers, w.counts, w.k.fence, w.queue, w.deadlines, w.standing, w.chPrefix},
+		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
+		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
+}
+
+// The line shared by both sides (lib_rw.lua): the Client keeps its
+// waiters' places (wait_place.go); pushes on its channel name their
+// attempt, as a FairMutex's do.
+
+func (rw *RWMutex) channel(string) string { return rw.chPrefix + rw.c.id }
+func (rw *RWMutex) tagged() bool          { return true }
+func (rw *RWMutex) line() waitLine        { return rw }
+
+func (rw *RWMutex) lineKey() string             { return rw.queue }
+func (rw *RWMutex) placeTimeout() time.Duration { return writeIntentTTL }
+
+// lineKeys are the keys of the RW scripts that serve the line, with the
+// record of attempt id.
+func (rw *RWMutex) lineKeys(id string) []string {
+	return []string{rw.k.lock, rw.readers, rw.counts, rw.intents, rw.k.fence, rw.k.receipt(id),
+		rw.queue, rw.deadlines, rw.standing, rw.chPrefix}
+}
+
+func (rw *RWMutex) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
+	return scriptRWKeep.run(ctx, rw.c.rdb, rw.lineKeys(""),
+		append([]any{pub, ms(ttl), ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)}, places...)...)
+}
+
+// leave takes the waiter of attempt id (member in line) out of the line.
+func (rw *RWMutex) leave(ctx context.Context, member, id string) error {
+	pub, err := rw.c.hub.PublishCommand(ctx)
+	if err != nil {
+		return err
+	}
+	return scriptRWLeave.run(ctx, rw.c.rdb, rw.lineKeys(id), member, pub, id,
+		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)).Err()
 }

@@ -33,8 +33,8 @@
 // Holders are shown with the readable identity of their process when the
 // client that took the lock was made with core.WithIdentity ("orders-api on
 // host-7, pid 4312"), else with its client id. Waiting is counted in what
-// Redis can tell: requests in a line it keeps (a fair lock's queue, RW
-// write intents), else clients subscribed to the lock's wake-ups (one
+// Redis can tell: requests in a line it keeps (a mutex's, fair lock's, RW
+// lock's or semaphore's), else clients subscribed to the lock's wake-ups (one
 // client may wait with several requests). A semaphore shows the permits in
 // use, and its total only when stored in Redis (Semaphore.SetPermits);
 // otherwise the total lives in the holders' code and show says it is

@@ -22,10 +22,10 @@ type lockJSON struct {
 	LastToken      uint64       `json:"last_token"` // the last token handed out for the name
 	Waiters        int          `json:"waiters"`    // line + subscribed clients; see core.LockState.Waiters
 	WaitingClients int          `json:"waiting_clients"`
-	Line           []waiterJSON `json:"line"`                     // fair queue, RW write intents
+	Line           []waiterJSON `json:"line"`                     // the line Redis keeps (mutex, fair, RW, semaphore)
 	Permits        int          `json:"permits,omitempty"`        // a semaphore's total, when stored in Redis (absent: unknown)
 	PermitsInUse   int          `json:"permits_in_use,omitempty"` // a semaphore's permits held
-	WaitingInLine  int          `json:"waiting_in_line"`          // requests in a line Redis keeps (fair queue, RW write intents)
+	WaitingInLine  int          `json:"waiting_in_line"`          // requests in a line Redis keeps
 	ServerTime     time.Time    `json:"server_time"`
 }
 
@@ -167,9 +167,9 @@ func writeState(w io.Writer, st *core.LockState) {
 }
 
 // lined reports whether every waiter of the lock stands in the line Redis
-// keeps (a fair lock's, a contended mutex's).
+// keeps (a fair lock's; a contended mutex's, RW lock's or semaphore's).
 func lined(st *core.LockState) bool {
-	return st.Kind == core.KindFair || (st.Kind == core.KindMutex && len(st.Line) > 0)
+	return st.Kind == core.KindFair || len(st.Line) > 0
 }
 
 // waitingInLine is the requests waiting in a line Redis keeps.
@@ -212,7 +212,7 @@ func permitsText(st *core.LockState) string {
 }
 
 // waitingText says who waits, in the units Redis can tell: requests where
-// it keeps a line (a fair lock's queue, RW write intents), else the
+// it keeps a line (a mutex's, fair lock's, RW lock's or semaphore's), else the
 // clients subscribed to the lock's wake-ups — a client counts once however
 // many of its requests wait.
 func waitingText(st *core.LockState) string {

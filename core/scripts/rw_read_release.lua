@@ -1,10 +1,18 @@
--- rw_read_release: give back one read hold, idempotently; when the last
--- reader leaves, wake one waiting writer. Needs lib_fence and lib_lease.
+-- rw_read_release: give back one read hold, idempotently; when the owner's
+-- last read hold ends, serve the lock's line (lib_rw.lua: the first writer
+-- in line is granted the lock once no reader is left). Needs lib_fence,
+-- lib_lease, lib_attempt, lib_queue, lib_hold and lib_rw.
 --
 -- KEYS[1]  readers zset: owner id -> lease deadline (server ms)
 -- KEYS[2]  reader counts hash: owner id -> read hold count
 -- KEYS[3]  release receipt of this lease (string, kept ARGV[4] ms)
--- KEYS[4]  writers' wake-up channel
+-- KEYS[4]  writer hash (lib_hold.lua)
+-- KEYS[5]  write intents zset
+-- KEYS[6]  fence counter of this lock name
+-- KEYS[7]  queue: list of waiting members (lib_rw.lua)
+-- KEYS[8]  waiter deadlines: zset member -> server time (ms)
+-- KEYS[9]  standing attempts: hash member -> 'id|lease|tag|kind'
+-- KEYS[10] prefix of the waiters' channels (lib_queue.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds, re-applied while holds remain
 -- ARGV[3]  publish command: 'publish' or 'spublish'
@@ -13,6 +21,9 @@
 --          it won (its record says so), else mark it over (lib_attempt.lua)
 -- ARGV[6]  the read hold's fencing token ('0': take it from the record)
 -- ARGV[7]  '1': this lease is a watchdog lease; '0': a fixed LeaseTime
+-- ARGV[8]  fence counter TTL in milliseconds
+-- ARGV[9]  claim window in milliseconds (a grant's first lease)
+-- ARGV[10] shortest life of a grant's record in milliseconds
 --
 -- Returns n >= 0  read holds the owner still has
 --         -1      the read hold this lease belongs to is gone: nothing done
@@ -47,10 +58,11 @@ if n > 0 then
 else
   redis.call('hdel', KEYS[2], ARGV[1], ':' .. ARGV[1], ':w:' .. ARGV[1], ':f:' .. ARGV[1])
   redis.call('zrem', KEYS[1], ARGV[1])
-  prune_expired(KEYS[1], KEYS[2], now)
-  if redis.call('zcard', KEYS[1]) == 0 then
-    redis.call(ARGV[3], KEYS[4], '1')
-  end
+  rw_admit({
+    writer = KEYS[4], readers = KEYS[1], rcount = KEYS[2], intents = KEYS[5], fence = KEYS[6],
+    queue = KEYS[7], deadlines = KEYS[8], standing = KEYS[9], ch = KEYS[10],
+    fence_ttl = ARGV[8], claim = tonumber(ARGV[9]), record_ttl = tonumber(ARGV[10]), publish = ARGV[3],
+  }, now)
 end
 redis.call('set', KEYS[3], n, 'px', ARGV[4])
 return n

@@ -1,12 +1,19 @@
 -- rw_write_release: give back one write hold, idempotently. The last hold
--- clears the write intents (readers woken now get their turn before the
--- next writer re-announces itself) and wakes all readers and one writer.
+-- serves the lock's line (lib_rw.lua): the readers at its head are granted
+-- their reads (up to the first writer), or the writer at its head the
+-- lock. Needs lib_fence, lib_lease, lib_attempt, lib_queue, lib_hold and
+-- lib_rw.
 --
 -- KEYS[1]  writer hash: owner id -> write hold count
 -- KEYS[2]  write intents zset
 -- KEYS[3]  release receipt of this lease (string, kept ARGV[4] ms)
--- KEYS[4]  readers' wake-up channel
--- KEYS[5]  writers' wake-up channel
+-- KEYS[4]  readers zset
+-- KEYS[5]  reader counts hash
+-- KEYS[6]  fence counter of this lock name
+-- KEYS[7]  queue: list of waiting members (lib_rw.lua)
+-- KEYS[8]  waiter deadlines: zset member -> server time (ms)
+-- KEYS[9]  standing attempts: hash member -> 'id|lease|tag|kind'
+-- KEYS[10] prefix of the waiters' channels (lib_queue.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  watchdog lease in milliseconds (see mutex_release)
 -- ARGV[3]  publish command: 'publish' or 'spublish'
@@ -15,6 +22,9 @@
 --          it won (its record says so), else mark it over (lib_attempt.lua)
 -- ARGV[6]  the hold's fencing token ('0': take it from the attempt's record)
 -- ARGV[7]  '1': this lease is a watchdog lease; '0': a fixed LeaseTime
+-- ARGV[8]  fence counter TTL in milliseconds
+-- ARGV[9]  claim window in milliseconds (a grant's first lease)
+-- ARGV[10] shortest life of a grant's record in milliseconds
 --
 -- Returns n >= 0  write holds the owner still has
 --         -1      the hold this lease belongs to is gone: nothing done
@@ -27,9 +37,12 @@ if n < 0 then
   return release_refused(KEYS[3], ARGV[4])
 end
 if n == 0 then
-  redis.call('del', KEYS[1], KEYS[2])
-  redis.call(ARGV[3], KEYS[4], '-1')
-  redis.call(ARGV[3], KEYS[5], '1')
+  redis.call('del', KEYS[1])
+  rw_admit({
+    writer = KEYS[1], readers = KEYS[4], rcount = KEYS[5], intents = KEYS[2], fence = KEYS[6],
+    queue = KEYS[7], deadlines = KEYS[8], standing = KEYS[9], ch = KEYS[10],
+    fence_ttl = ARGV[8], claim = tonumber(ARGV[9]), record_ttl = tonumber(ARGV[10]), publish = ARGV[3],
+  }, now_ms())
 end
 redis.call('set', KEYS[3], n, 'px', ARGV[4])
 return n

@@ -1,0 +1,149 @@
+-- lib_rw: a read-write lock's line of waiters and its admission, prepended
+-- to the RW scripts after lib_fence, lib_lease, lib_attempt, lib_queue and
+-- lib_hold (not a script of its own).
+--
+-- Readers and writers that find the lock busy stand in one line (the keys
+-- of lib_queue.lua), in arrival order: a writer as its owner id, a reader
+-- as ':r:' .. its owner id (owner ids never start with ':'), with the
+-- standing value 'id|lease|tag|w' or 'id|lease|tag|r'. A waiting writer is
+-- also in the write intents zset (same deadline), which keeps new readers
+-- out while it waits.
+--
+-- Admission (rw_admit), run by everything that may free the lock: while no
+-- writer holds it, the line is served from its head — readers one after
+-- another (they share), up to the first writer; that writer once no reader
+-- but itself reads, and nobody behind it. A waiter with the watchdog is
+-- granted its hold by the script that admits it (a new fencing token, a
+-- lease of the claim window, its attempt's record marked as the winner,
+-- 'g <id> <token> <now> <lease>' pushed on its Client's channel); one with
+-- a fixed LeaseTime, or a reader whose owner already reads, is woken
+-- ('w <id>') to take it itself.
+--
+-- r is a table: writer (hash, lib_hold.lua), readers (zset owner ->
+-- deadline), rcount (hash, lib_lease.lua), intents, fence, queue,
+-- deadlines, standing, ch (channel prefix), fence_ttl, claim (ms),
+-- record_ttl (a grant's record, at least), publish.
+
+-- rw_scan bounds how far into the line one admission pass looks.
+local rw_scan = 64
+
+-- rw_reader is the line member of owner's read.
+local function rw_reader(owner)
+  return ':r:' .. owner
+end
+
+-- rw_leave_line takes member out of the line (near its head: LREM stops
+-- at the first match) and out of the write intents.
+local function rw_leave_line(r, member)
+  redis.call('lrem', r.queue, 1, member)
+  redis.call('zrem', r.deadlines, member)
+  redis.call('zrem', r.intents, member)
+  redis.call('hdel', r.standing, member)
+end
+
+-- rw_join puts member in line (or renews its place) for wt ms; a writer
+-- also records its intent. Its standing value is st.
+local function rw_join(r, member, st, writer, wt, now)
+  if redis.call('zadd', r.deadlines, now + wt, member) == 1 then
+    redis.call('rpush', r.queue, member)
+  end
+  if writer then
+    redis.call('zadd', r.intents, now + wt, member)
+    keep_for(r.intents, wt)
+  end
+  redis.call('hset', r.standing, member, st)
+  redis.call('pexpire', r.queue, 2 * wt)
+  redis.call('pexpire', r.deadlines, 2 * wt)
+  redis.call('pexpire', r.standing, 2 * wt)
+end
+
+-- read_take makes owner a reader (count 1, its own lease of lease ms and
+-- a new fencing token) and returns the token.
+local function read_take(r, owner, lease, watchdog, now)
+  local token = fence_next(r.fence, r.fence_ttl)
+  redis.call('hset', r.rcount, owner, 1, ':' .. owner, token)
+  count_holder_lease(r.rcount, owner, watchdog, lease, now)
+  redis.call('zadd', r.readers, now + lease, owner)
+  keep_for(r.readers, lease)
+  keep_for(r.rcount, lease)
+  return token
+end
+
+-- rw_grant hands the waiter of attempt id (member m, on channel tag) its
+-- hold, taken by take(lease), which returns the hold's new fencing token,
+-- unless the attempt is already over.
+local function rw_grant(r, m, id, wl, tag, take, now)
+  local record = r.writer .. ':rel:' .. id
+  rw_leave_line(r, m)
+  if redis.call('exists', record) == 1 then
+    return false
+  end
+  local lease = math.min(wl, r.claim)
+  local token = take(lease)
+  redis.call('set', record, 'A1:' .. token, 'px', math.max(wl, r.record_ttl))
+  waiter_push(r.ch, m, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease, r.publish)
+  return true
+end
+
+-- rw_admit serves the line (see above). self, if not nil, is the member
+-- running this script: when its turn comes it is taken out of line and
+-- not granted — the caller takes its hold (rw_admit returns true then).
+local function rw_admit(r, now, self)
+  if redis.call('exists', r.writer) == 1 then
+    return false
+  end
+  prune_expired(r.readers, r.rcount, now)
+  local readers = redis.call('zcard', r.readers)
+  local took = false
+  for _, m in ipairs(redis.call('lrange', r.queue, 0, rw_scan - 1)) do
+    local dl = redis.call('zscore', r.deadlines, m)
+    local st = redis.call('hget', r.standing, m)
+    local id, wl, tag
+    if st then
+      id, wl, tag = standing_parse(st)
+    end
+    local kind = st and string.match(st, '^[^|]*|[^|]*|[^|]*|(%a)')
+    if not (dl and tonumber(dl) > now and id and kind) then
+      rw_leave_line(r, m)
+    elseif kind == 'w' then
+      -- A writer: its turn once no reader but itself reads; nobody behind it
+      -- goes before it.
+      if redis.call('zscore', r.readers, m) then
+        readers = readers - 1
+      end
+      if readers > 0 then
+        return false
+      end
+      if m == self then
+        rw_leave_line(r, m)
+        return true
+      end
+      if wl then
+        rw_grant(r, m, id, wl, tag, function(lease)
+          local token = fence_next(r.fence, r.fence_ttl)
+          hold_take(r.writer, m, token, lease, '1', now)
+          return token
+        end, now)
+      else
+        waiter_push(r.ch, m, tag, 'w ' .. id, r.publish)
+      end
+      return false
+    else
+      local owner = string.sub(m, 4)
+      if m == self then
+        rw_leave_line(r, m)
+        readers, took = readers + 1, true
+      elseif wl and redis.call('hexists', r.rcount, owner) == 0 then
+        if rw_grant(r, m, id, wl, tag, function(lease)
+          return read_take(r, owner, lease, '1', now)
+        end, now) then
+          readers = readers + 1
+        end
+      else
+        waiter_push(r.ch, m, tag, 'w ' .. id, r.publish)
+        readers = readers + 1
+      end
+    end
+  end
+  return took
+end

@@ -1,0 +1,29 @@
+-- rw_leave: take a waiter that gave up (its context ended, or its Client
+-- closed) out of a read-write lock's line at once, and serve the line
+-- (lib_rw.lua): readers behind a writer that gave up are let in. Needs
+-- lib_fence, lib_lease, lib_queue, lib_hold and lib_rw.
+--
+-- KEYS[1..10] as rw_read_acquire.lua's (KEYS[6], the record, unused)
+-- ARGV[1]  the waiter's member in line (owner id; ':r:'..owner for a reader)
+-- ARGV[2]  publish command: 'publish' or 'spublish'
+-- ARGV[3]  the id of the attempt that gives up
+-- ARGV[4]  fence counter TTL in milliseconds
+-- ARGV[5]  claim window in milliseconds (a grant's first lease)
+-- ARGV[6]  shortest life of a grant's record in milliseconds
+--
+-- The place is given up only when this attempt is the one that last stood
+-- in it: another attempt of the same owner that joined since keeps it.
+--
+-- Returns 1 when the waiter was in line and left it, 0 otherwise.
+local st = redis.call('hget', KEYS[9], ARGV[1])
+if not st or standing_parse(st) ~= ARGV[3] then
+  return 0
+end
+local r = {
+  writer = KEYS[1], readers = KEYS[2], rcount = KEYS[3], intents = KEYS[4], fence = KEYS[5],
+  queue = KEYS[7], deadlines = KEYS[8], standing = KEYS[9], ch = KEYS[10],
+  fence_ttl = ARGV[4], claim = tonumber(ARGV[5]), record_ttl = tonumber(ARGV[6]), publish = ARGV[2],
+}
+rw_leave_line(r, ARGV[1])
+rw_admit(r, now_ms())
+return 1
