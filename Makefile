@@ -117,10 +117,12 @@ model: redis
 	$(GO) test -race -count=1 -timeout 0 -run '^TestModel$$' -v ./internal/model -args -model.duration $(DURATION) $(MODELFLAGS)
 
 # contend: the contention harness (internal/contend): 8 processes
-# on one key (bare SET NX poll loop, Mutex, FairMutex), handoff latency,
+# on one key (bare SET NX poll loop, Mutex, FairMutex), the same on one
+# semaphore of 3 permits (bare ZSET poll loop, Semaphore), handoff latency,
 # 10,000 waiters, then uncontended Lock+Unlock beside the bare lock. A few
 # minutes; a short run is part of `make test`. CONTENDFLAGS e.g.
-# "-contend.procs 4 -contend.duration 5s".
+# "-contend.procs 4 -contend.duration 5s", "-contend.permits 2", or
+# "-contend.kinds baresem,semaphore" for the semaphore run alone.
 CONTENDFLAGS ?=
 contend: redis
 	$(GO) test -count=1 -timeout 60m -run '^TestContention$$' -v ./internal/contend -args -contend.full $(CONTENDFLAGS)

@@ -3,6 +3,7 @@ package contend
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -46,17 +47,24 @@ type Config struct {
 	// waiter to be served (default 5m).
 	Drain time.Duration
 
-	// Kinds are the lock kinds measured (default bare, mutex, fair; the
-	// handoff and waiter runs skip bare).
+	// Permits is the semaphore run's permit count (default 3); its
+	// processes are Procs.
+	Permits int
+
+	// Kinds are the lock kinds measured (default AllKinds). The locks
+	// (bare, mutex, fair) run on one key; the handoff and waiter runs take
+	// the core locks among them; the semaphores (baresem, semaphore) have a
+	// run of their own.
 	Kinds []Kind
 }
 
 // Smoke returns the short configuration `make test` runs: every part, few
-// processes, a second per kind, 200 waiters.
+// processes, a second per kind, 200 waiters, two permits (so that the
+// semaphores' three processes contend too).
 func Smoke(addr, exe string) Config {
 	return Config{
 		Addr: addr, WorkerExe: exe,
-		Procs: 3, Duration: time.Second, Hold: time.Millisecond,
+		Procs: 3, Duration: time.Second, Hold: time.Millisecond, Permits: 2,
 		Handoffs: 20, Settle: 5 * time.Millisecond,
 		Waiters: 200, WaiterProcs: 2, WaiterLease: time.Second, Blocked: 1500 * time.Millisecond, Drain: time.Minute,
 	}
@@ -86,10 +94,35 @@ func (c Config) withDefaults() (Config, error) {
 	defD(&c.WaiterLease, 3*time.Second)
 	defD(&c.Blocked, 10*time.Second)
 	defD(&c.Drain, 5*time.Minute)
+	def(&c.Permits, 3)
 	if len(c.Kinds) == 0 {
-		c.Kinds = []Kind{KindBare, KindMutex, KindFair}
+		c.Kinds = AllKinds
+	}
+	for _, k := range c.Kinds {
+		if !slices.Contains(AllKinds, k) {
+			return c, fmt.Errorf("contend: unknown lock kind %q", k)
+		}
 	}
 	return c, nil
+}
+
+// Which kinds a part of the run measures (Config.kinds).
+var (
+	lockKinds     = func(k Kind) bool { return k.exclusive() }
+	coreLockKinds = func(k Kind) bool { return k.exclusive() && !k.bare() }
+	semKinds      = func(k Kind) bool { return !k.exclusive() }
+)
+
+// kinds returns the kinds of c.Kinds that keep, in the order of AllKinds
+// (the baseline first).
+func (c Config) kinds(keep func(Kind) bool) []Kind {
+	var out []Kind
+	for _, k := range AllKinds {
+		if keep(k) && slices.Contains(c.Kinds, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func (c Config) progress(format string, args ...any) {

@@ -30,6 +30,9 @@ var (
 	duration = flag.Duration("contend.duration", 0, "run time per lock kind (full run; default 15s)")
 	handoffs = flag.Int("contend.handoffs", 0, "handoffs timed per kind (full run; default 1000)")
 	waiters  = flag.Int("contend.waiters", 0, "waiters on one lock (full run; default 10000)")
+	permits  = flag.Int("contend.permits", 0, "the semaphore run's permit count (full run; default 3)")
+	kinds    = flag.String("contend.kinds", "", "comma-separated kinds to measure, of "+fmt.Sprint(AllKinds)+
+		" (default all; e.g. baresem,semaphore runs the semaphore part alone)")
 )
 
 // TestContention runs the harness: by default the smoke run (part of `make
@@ -45,7 +48,12 @@ func TestContention(t *testing.T) {
 	cfg := Smoke(srv.Addr(), exe)
 	if *full {
 		cfg = Config{Addr: srv.Addr(), WorkerExe: exe, Procs: *procs, Duration: *duration, Handoffs: *handoffs, Waiters: *waiters,
-			Progress: os.Stdout}
+			Permits: *permits, Progress: os.Stdout}
+	}
+	if *kinds != "" {
+		if cfg.Kinds, err = ParseKinds(*kinds); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var progress bytes.Buffer
 	if cfg.Progress == nil {
@@ -72,16 +80,58 @@ func TestContention(t *testing.T) {
 func checkReport(t *testing.T, rep *Report) {
 	t.Helper()
 	cfg := rep.Config
-	if len(rep.Throughput) != len(cfg.Kinds) {
-		t.Errorf("contended runs: got %d, want one per kind (%d)", len(rep.Throughput), len(cfg.Kinds))
+	checkContended(t, "contended runs", rep.Throughput, cfg.kinds(lockKinds), 1, cfg)
+	checkContended(t, "semaphore runs", rep.Semaphore, cfg.kinds(semKinds), cfg.Permits, cfg)
+	if want := len(cfg.kinds(coreLockKinds)); len(rep.Handoff) != want {
+		t.Errorf("handoff runs: got %d, want %d", len(rep.Handoff), want)
 	}
-	for _, r := range rep.Throughput {
+	for _, h := range rep.Handoff {
+		if h.N != cfg.Handoffs || h.P50 > h.P99 || h.P99 > h.Max || h.CallP50 < h.P50 || h.Max > time.Minute || h.Scripts < 1 {
+			t.Errorf("%s handoffs: %d timed (want %d), p50 %v p99 %v max %v, from the call p50 %v, %.2f scripts each (≥ 1, the release): inconsistent",
+				h.Kind.Label(), h.N, cfg.Handoffs, h.P50, h.P99, h.Max, h.CallP50, h.Scripts)
+		}
+	}
+	if want := len(cfg.kinds(coreLockKinds)); len(rep.Herd) != want {
+		t.Errorf("many-waiter runs: got %d, want %d", len(rep.Herd), want)
+	}
+	for _, h := range rep.Herd {
+		if h.Served != cfg.Waiters {
+			t.Errorf("%s: %d of %d waiters served", h.Kind.Label(), h.Served, cfg.Waiters)
+		}
+		if h.Blocked <= 0 || h.Drain <= 0 || h.Arrival <= 0 {
+			t.Errorf("%s: watched blocked %v, drain %v, arrival %v: want all > 0", h.Kind.Label(), h.Blocked, h.Drain, h.Arrival)
+		}
+		if h.Cost.Scripts < 1 || h.Cost.InRedis < h.Cost.Sent {
+			t.Errorf("%s: per waiter served %.2f scripts, %.2f sent, %.2f in Redis: want ≥ 1 script (its release) and sent ≤ in Redis",
+				h.Kind.Label(), h.Cost.Scripts, h.Cost.Sent, h.Cost.InRedis)
+		}
+	}
+}
+
+// checkContended checks the contended runs of one part: one per kind of
+// kinds, each with permits critical sections allowed at once.
+func checkContended(t *testing.T, part string, rows []Throughput, kinds []Kind, permits int, cfg Config) {
+	t.Helper()
+	if len(rows) != len(kinds) {
+		t.Errorf("%s: got %d, want one per kind (%v)", part, len(rows), kinds)
+		return
+	}
+	for i, r := range rows {
 		name := r.Kind.Label()
-		if r.Sections == 0 || r.PerSec <= 0 || r.VsPoll <= 0 {
+		if r.Kind != kinds[i] || r.Permits != permits {
+			t.Errorf("%s: row %d is %s with %d permits, want %s with %d", part, i, r.Kind, r.Permits, kinds[i], permits)
+		}
+		if r.Sections == 0 || r.PerSec <= 0 || (kinds[0].bare() && r.VsPoll <= 0) {
 			t.Errorf("%s: %d critical sections, %.1f/s, %.2f× the poll loop: want some", name, r.Sections, r.PerSec, r.VsPoll)
 		}
-		if r.Overlaps != 0 {
+		switch {
+		case r.Overlaps != 0 && permits == 1:
 			t.Errorf("%s: %d critical sections overlapped an earlier one: the lock was not exclusive", name, r.Overlaps)
+		case r.Overlaps != 0 || r.MaxOpen > permits:
+			t.Errorf("%s: %d critical sections began while all %d permits were held (at most %d open at once)", name, r.Overlaps, permits, r.MaxOpen)
+		case r.MaxOpen < min(2, permits, r.Procs):
+			t.Errorf("%s: at most %d critical section open at once, with %d permits and %d processes: the semaphore let one in at a time",
+				name, r.MaxOpen, permits, r.Procs)
 		}
 		if r.Changes < 0 || r.Changes > 100 || r.Idlest < 0 || r.Idlest > r.Busiest || r.Busiest > 100 {
 			t.Errorf("%s: holder changes %.1f %%, shares %.1f / %.1f %%: out of range", name, r.Changes, r.Busiest, r.Idlest)
@@ -97,40 +147,39 @@ func checkReport(t *testing.T, rep *Report) {
 			t.Errorf("%s: per CS %.2f sent, %.2f scripts, %.2f in Redis, %v Redis CPU: want 0 < scripts ≤ sent ≤ in Redis, some CPU",
 				name, c.Sent, c.Scripts, c.InRedis, c.CPU)
 		}
-		if r.Kind == KindBare {
+		inside := c.InRedis - c.Sent // run inside scripts, per CS
+		switch r.Kind {
+		case KindBare:
 			// One release script per section, and the hook's count agrees with
 			// the server's: SET + EVALSHA sent, GET + DEL run inside it.
 			if math.Abs(c.Scripts-1) > 0.01 {
 				t.Errorf("bare lock: %.3f scripts per critical section, want 1 (its release)", c.Scripts)
 			}
-			if inside := c.InRedis - c.Sent; math.Abs(inside-2*c.Scripts) > 0.01*c.InRedis {
+			if math.Abs(inside-2*c.Scripts) > 0.01*c.InRedis {
 				t.Errorf("bare lock: %.2f in Redis − %.2f sent = %.2f per CS run inside scripts, want 2 per script (%.2f)",
 					c.InRedis, c.Sent, inside, 2*c.Scripts)
 			}
-		}
-	}
-	if want := len(cfg.Kinds) - 1; len(rep.Handoff) != want {
-		t.Errorf("handoff runs: got %d, want %d", len(rep.Handoff), want)
-	}
-	for _, h := range rep.Handoff {
-		if h.N != cfg.Handoffs || h.P50 > h.P99 || h.P99 > h.Max || h.CallP50 < h.P50 || h.Max > time.Minute || h.Scripts < 1 {
-			t.Errorf("%s handoffs: %d timed (want %d), p50 %v p99 %v max %v, from the call p50 %v, %.2f scripts each (≥ 1, the release): inconsistent",
-				h.Kind.Label(), h.N, cfg.Handoffs, h.P50, h.P99, h.Max, h.CallP50, h.Scripts)
-		}
-	}
-	if want := len(cfg.Kinds) - 1; len(rep.Herd) != want {
-		t.Errorf("many-waiter runs: got %d, want %d", len(rep.Herd), want)
-	}
-	for _, h := range rep.Herd {
-		if h.Served != cfg.Waiters {
-			t.Errorf("%s: %d of %d waiters served", h.Kind.Label(), h.Served, cfg.Waiters)
-		}
-		if h.Blocked <= 0 || h.Drain <= 0 || h.Arrival <= 0 {
-			t.Errorf("%s: watched blocked %v, drain %v, arrival %v: want all > 0", h.Kind.Label(), h.Blocked, h.Drain, h.Arrival)
-		}
-		if h.Cost.Scripts < 1 || h.Cost.InRedis < h.Cost.Sent {
-			t.Errorf("%s: per waiter served %.2f scripts, %.2f sent, %.2f in Redis: want ≥ 1 script (its release) and sent ≤ in Redis",
-				h.Kind.Label(), h.Cost.Scripts, h.Cost.Sent, h.Cost.InRedis)
+		case KindBareSem:
+			// Attempts are scripts (ZREMRANGEBYSCORE + ZCARD inside, ZADD
+			// when taken), the release a ZREM: sent = scripts + 1, inside =
+			// 2 per script + 1.
+			if math.Abs(c.Sent-c.Scripts-1) > 0.01 {
+				t.Errorf("bare semaphore: %.3f sent − %.3f scripts per CS, want 1 (the ZREM)", c.Sent, c.Scripts)
+			}
+			if math.Abs(inside-2*c.Scripts-1) > 0.01*c.InRedis {
+				t.Errorf("bare semaphore: %.2f in Redis − %.2f sent = %.2f per CS run inside scripts, want 2 per script + 1 ZADD (%.2f)",
+					c.InRedis, c.Sent, inside, 2*c.Scripts+1)
+			}
+		case KindSemaphore:
+			// An acquire script and a release script per section, waiters
+			// granted by the release (no polling, no herd): at most one push
+			// per section, each permit freed admitting one waiter.
+			if c.Scripts < 2 || c.Scripts > 2.5 {
+				t.Errorf("semaphore: %.3f scripts per critical section, want 2 (acquire, release) and the waiters' rare keep calls", c.Scripts)
+			}
+			if c.Publishes > 1.01 {
+				t.Errorf("semaphore: %.3f PUBLISH per critical section, want at most 1 (the grant of the permit it frees)", c.Publishes)
+			}
 		}
 	}
 }

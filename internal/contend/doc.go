@@ -1,10 +1,12 @@
-// Package contend is keylock's contention harness: it measures
-// how the engine's locks behave when many processes want one lock at once,
-// beside a bare SET NX lock in the same run, so engine changes are judged
-// by numbers. `make contend` runs it in full (a few minutes) and prints
-// Markdown tables; a short run, which checks only that every measurement
-// ran and its numbers are consistent (never how fast), is part of
-// `make test`.
+// Package contend is keylock's contention harness: it measures how the
+// engine's locks and semaphore behave when many processes want one at
+// once, beside a hand-rolled one (a bare SET NX lock, a ZSET semaphore) in
+// the same run, so engine changes are judged by numbers. `make contend`
+// runs it in full (a few minutes) and prints Markdown tables; a short run,
+// which checks only that every measurement ran and its numbers are
+// consistent (never how fast), is part of `make test`. Config.Kinds chooses
+// the kinds measured (the test's -contend.kinds flag: baresem,semaphore
+// runs the semaphore part alone).
 //
 // Everything goes through core's public API. The driver ([Run]) starts
 // worker processes (the test binary again, with [WorkerEnv] set, running
@@ -40,6 +42,18 @@
 //     the Redis server's CPU time (used_cpu_sys + used_cpu_user);
 //   - overlaps: sections that began before an earlier one ended. The lock
 //     was not exclusive; always a failure.
+//
+// # Semaphore
+//
+// The same Procs processes (a fresh set) on one semaphore of Permits
+// permits (default 3), each looping Acquire one permit → 1 ms critical
+// section → Unlock for Duration: the bare semaphore users write by hand (a
+// script over a ZSET of holders scored by lease deadline takes a slot if
+// fewer than Permits are live, a refusal retried every 1 ms, released by
+// ZREM), then core.Semaphore. Reported per kind as the contended runs are
+// (without holder changes), plus the most sections open at once and the
+// sections that began while Permits others were open — more than Permits
+// at once is always a failure.
 //
 // # Handoff
 //

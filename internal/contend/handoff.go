@@ -35,7 +35,7 @@ func runHandoff(ctx context.Context, cfg Config, stats *statsReader) ([]Handoff,
 	what := func(k Kind) string {
 		return fmt.Sprintf("handoff between two processes, %s, %d times", k.Label(), cfg.Handoffs)
 	}
-	return onWorkers(ctx, cfg, 2, true, what, func(ps []*proc, k Kind) (Handoff, error) {
+	return onWorkers(ctx, cfg, 2, cfg.kinds(coreLockKinds), what, func(ps []*proc, k Kind) (Handoff, error) {
 		return handoffOf(ctx, cfg, stats, ps[0], ps[1], k)
 	})
 }

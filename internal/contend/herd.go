@@ -51,7 +51,7 @@ func runHerd(ctx context.Context, cfg Config, stats *statsReader) ([]Herd, error
 	what := func(k Kind) string {
 		return fmt.Sprintf("%d waiters in %d processes on one lock, %s", cfg.Waiters, cfg.WaiterProcs, k.Label())
 	}
-	return onWorkers(ctx, cfg, cfg.WaiterProcs, true, what, func(ps []*proc, k Kind) (Herd, error) {
+	return onWorkers(ctx, cfg, cfg.WaiterProcs, cfg.kinds(coreLockKinds), what, func(ps []*proc, k Kind) (Herd, error) {
 		return herdOf(ctx, cfg, stats, ps, k)
 	})
 }
@@ -67,7 +67,7 @@ func herdOf(ctx context.Context, cfg Config, stats *statsReader, ps []*proc, k K
 	hrdb.AddHook(&holderSent)
 	hc := core.New(hrdb, core.WithWatchdogTimeout(cfg.WaiterLease))
 	defer hc.Close()
-	hl, err := newLocker(k, hrdb, hc, key, "holder")
+	hl, err := newLocker(k, hrdb, hc, key, "holder", 1)
 	if err != nil {
 		return h, err
 	}

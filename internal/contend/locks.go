@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +27,41 @@ const (
 	KindMutex Kind = "mutex"
 	// KindFair is core.FairMutex.
 	KindFair Kind = "fair"
+	// KindBareSem is the hand-rolled semaphore core.Semaphore replaces: a
+	// script over a ZSET of holders scored by their lease deadline takes a
+	// slot if fewer than the permit count are live; a refusal is retried
+	// every PollEvery; a release is a ZREM. No line, renewal, fencing or
+	// wake-ups.
+	KindBareSem Kind = "baresem"
+	// KindSemaphore is core.Semaphore, each holder taking one permit
+	// (Acquire(ctx, 1)).
+	KindSemaphore Kind = "semaphore"
 )
+
+// AllKinds are the kinds a full run measures, in report order: the locks,
+// then the semaphores.
+var AllKinds = []Kind{KindBare, KindMutex, KindFair, KindBareSem, KindSemaphore}
+
+// ParseKinds reads a comma-separated list of kind names ("bare,mutex",
+// "baresem,semaphore").
+func ParseKinds(s string) ([]Kind, error) {
+	var out []Kind
+	for _, name := range strings.Split(s, ",") {
+		k := Kind(strings.TrimSpace(name))
+		if !slices.Contains(AllKinds, k) {
+			return nil, fmt.Errorf("contend: unknown lock kind %q (want some of %v)", name, AllKinds)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// exclusive reports whether k is a lock (one holder at a time) rather than
+// a semaphore.
+func (k Kind) exclusive() bool { return k != KindBareSem && k != KindSemaphore }
+
+// bare reports whether k is a hand-rolled baseline (no core.Client).
+func (k Kind) bare() bool { return k == KindBare || k == KindBareSem }
 
 // Label is how reports name the kind.
 func (k Kind) Label() string {
@@ -36,6 +72,10 @@ func (k Kind) Label() string {
 		return "Mutex"
 	case KindFair:
 		return "FairMutex"
+	case KindBareSem:
+		return "bare ZSET semaphore, 1 ms poll"
+	case KindSemaphore:
+		return "Semaphore"
 	}
 	return string(k)
 }
@@ -43,8 +83,8 @@ func (k Kind) Label() string {
 // PollEvery is how long the bare lock sleeps after finding the lock busy.
 const PollEvery = time.Millisecond
 
-// bareLease is the bare lock's PX: core's default watchdog timeout, so
-// neither lock expires during a run.
+// bareLease is the bare lock's PX (and the bare semaphore's holder lease):
+// core's default watchdog timeout, so no lock expires during a run.
 const bareLease = core.DefaultWatchdogTimeout
 
 // held is an acquired lock; *core.Lease is one.
@@ -58,8 +98,10 @@ type locker interface {
 	lock(ctx context.Context) (held, error)
 }
 
-// newLocker returns the lock of kind k named key. c may be nil for KindBare.
-func newLocker(k Kind, rdb redis.Cmdable, c *core.Client, key, owner string) (locker, error) {
+// newLocker returns the lock of kind k named key; permits is the
+// semaphores' permit count (the locks ignore it). c may be nil for the bare
+// kinds.
+func newLocker(k Kind, rdb redis.Cmdable, c *core.Client, key, owner string, permits int) (locker, error) {
 	switch k {
 	case KindBare:
 		return &bareLock{rdb: rdb, key: key, owner: owner}, nil
@@ -67,6 +109,16 @@ func newLocker(k Kind, rdb redis.Cmdable, c *core.Client, key, owner string) (lo
 		return coreLock{c.Mutex(key).Lock}, nil
 	case KindFair:
 		return coreLock{c.FairMutex(key).Lock}, nil
+	case KindBareSem:
+		if permits < 1 {
+			return nil, fmt.Errorf("contend: %s needs at least one permit, got %d", k, permits)
+		}
+		return &bareSem{rdb: rdb, key: key, owner: owner, permits: permits}, nil
+	case KindSemaphore:
+		sem := c.Semaphore(key, permits)
+		return coreLock{func(ctx context.Context, opts ...core.LockOption) (*core.Lease, error) {
+			return sem.Acquire(ctx, 1, opts...)
+		}}, nil
 	}
 	return nil, fmt.Errorf("contend: unknown lock kind %q", k)
 }

@@ -28,21 +28,21 @@ type proc struct {
 	waitErr error         // set before done is closed
 }
 
-// onWorkers starts n workers and runs measure for each kind of kinds on
-// them, one after another (core kinds only when coreOnly), announcing each
-// with what(kind); it stops the workers at the end.
-func onWorkers[T any](ctx context.Context, cfg Config, n int, coreOnly bool, what func(Kind) string,
+// onWorkers starts n workers and runs measure for each of kinds on them,
+// one after another, announcing each with what(kind); it stops the workers
+// at the end. With no kinds it starts none.
+func onWorkers[T any](ctx context.Context, cfg Config, n int, kinds []Kind, what func(Kind) string,
 	measure func(ps []*proc, k Kind) (T, error)) ([]T, error) {
+	if len(kinds) == 0 {
+		return nil, nil
+	}
 	ps, err := spawnAll(cfg.WorkerExe, cfg.Addr, n)
 	if err != nil {
 		return nil, err
 	}
 	defer stopAll(ps)
 	var out []T
-	for _, k := range cfg.Kinds {
-		if coreOnly && k == KindBare {
-			continue
-		}
+	for _, k := range kinds {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}

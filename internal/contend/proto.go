@@ -39,6 +39,7 @@ type request struct {
 	Op      string        `json:"op"`
 	Kind    Kind          `json:"kind,omitempty"`
 	Key     string        `json:"key,omitempty"`
+	Permits int           `json:"permits,omitempty"` // open: a semaphore's permit count
 	Lease   time.Duration `json:"lease,omitempty"`   // open: core.WithWatchdogTimeout (0: default)
 	Observe bool          `json:"observe,omitempty"` // open: report Wait events (wait, waiters)
 	Start   int64         `json:"start,omitempty"`   // run

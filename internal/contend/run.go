@@ -11,18 +11,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Report is one run of the harness: the contended runs, the handoffs and
-// the many-waiters runs, with the configuration and machine they ran on.
+// Report is one run of the harness: the contended runs of the locks and of
+// the semaphores, the handoffs and the many-waiters runs, with the
+// configuration and machine they ran on. A part whose kinds were not asked
+// for (Config.Kinds) is empty.
 type Report struct {
 	Config     Config
 	Machine    string
 	Throughput []Throughput
+	Semaphore  []Throughput
 	Handoff    []Handoff
 	Herd       []Herd
 }
 
-// Run runs the contended, handoff and many-waiters measurements (see the
-// package documentation) against the Redis server at cfg.Addr.
+// Run runs the contended, semaphore, handoff and many-waiters measurements
+// (see the package documentation) against the Redis server at cfg.Addr.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -32,7 +35,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer rdb.Close()
 	rep := &Report{Config: cfg, Machine: machine(ctx, rdb)}
 	stats := newStatsReader(rdb)
-	if rep.Throughput, err = runThroughput(ctx, cfg, stats); err != nil {
+	if rep.Throughput, err = runThroughput(ctx, cfg, stats, cfg.kinds(lockKinds), 1); err != nil {
+		return rep, err
+	}
+	if rep.Semaphore, err = runThroughput(ctx, cfg, stats, cfg.kinds(semKinds), cfg.Permits); err != nil {
 		return rep, err
 	}
 	if rep.Handoff, err = runHandoff(ctx, cfg, stats); err != nil {
@@ -79,6 +85,28 @@ func (r *Report) Write(w io.Writer) {
 		for _, t := range r.Throughput {
 			if t.Overlaps > 0 {
 				fmt.Fprintf(w, "\n**%s: %d critical sections overlapped an earlier one**\n", t.Kind.Label(), t.Overlaps)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Semaphore) > 0 {
+		fmt.Fprintf(w, "%d processes on one semaphore of %d permits, each taking 1, %v critical section, %v per kind (load average before→after):\n\n",
+			c.Procs, c.Permits, c.Hold, c.Duration)
+		fmt.Fprintln(w, "| semaphore | CS/s | vs poll | busiest / idlest | wait p50 / p99 / max | most open at once | began with all permits held | sent/CS | scripts/CS | (un)sub/CS | publish/CS | in Redis/CS | Redis CPU/CS | hold | load |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, t := range r.Semaphore {
+			fmt.Fprintf(w, "| %s | %.0f | %.2f× | %.1f / %.1f %% | %s / %s / %s | %d | %d | %.2f | %.2f | %.2f | %.2f | %.1f | %.0f µs | %s | %s→%s |\n",
+				t.Kind.Label(), t.PerSec, t.VsPoll, t.Busiest, t.Idlest,
+				ms(t.WaitP50), ms(t.WaitP99), ms(t.WaitMax), t.MaxOpen, t.Overlaps,
+				t.Cost.Sent, t.Cost.Scripts, t.Cost.Subscribes, t.Cost.Publishes, t.Cost.InRedis, µs(t.Cost.CPU), ms(t.Hold), t.Load[0], t.Load[1])
+		}
+		fmt.Fprintln(w, "\nRedis commands per CS, by name (server-side, scripts' inner commands included):")
+		for _, t := range r.Semaphore {
+			fmt.Fprintf(w, "- %s: %s\n", t.Kind.Label(), t.Cost.top(10))
+		}
+		for _, t := range r.Semaphore {
+			if t.Overlaps > 0 {
+				fmt.Fprintf(w, "\n**%s: %d critical sections began while all %d permits were held**\n", t.Kind.Label(), t.Overlaps, t.Permits)
 			}
 		}
 		fmt.Fprintln(w)

@@ -1,6 +1,7 @@
 package contend
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"slices"
@@ -10,15 +11,20 @@ import (
 )
 
 // Throughput is one lock kind's contended run: Procs processes on one key,
-// each looping Lock → Hold → Unlock for the window.
+// each looping Lock → Hold → Unlock for the window (a semaphore's Lock
+// takes one of its Permits permits).
 type Throughput struct {
 	Kind   Kind
 	Procs  int
 	Window time.Duration
+	// Permits is how many critical sections may be open at once: 1 for a
+	// lock, the permit count for a semaphore.
+	Permits int
 	// Sections is the critical sections entered within the window.
 	Sections int
 	// PerSec is Sections per second; VsPoll is PerSec relative to the bare
-	// lock's in the same run (0 when the bare lock was not run).
+	// baseline's in the same run (the bare lock's, or the bare semaphore's;
+	// 0 when the baseline was not run).
 	PerSec, VsPoll float64
 	// Changes is the share (%) of consecutive critical sections taken by a
 	// different process than the one before.
@@ -33,8 +39,12 @@ type Throughput struct {
 	// Hold is the mean time a critical section held the lock (the
 	// configured Hold plus sleep overshoot on a loaded machine).
 	Hold time.Duration
-	// Overlaps counts critical sections that began before an earlier one
-	// ended: a broken lock. Must be 0.
+	// MaxOpen is the most critical sections open at once (Lock returned →
+	// Unlock called), over all of them (those after the window too).
+	MaxOpen int
+	// Overlaps counts critical sections that began while Permits others
+	// were open (for a lock: before an earlier one ended): a broken lock or
+	// semaphore. Must be 0.
 	Overlaps int
 	// Cost is per critical section, over all of them (those finishing
 	// after the window too): the commands cover the same span.
@@ -43,29 +53,33 @@ type Throughput struct {
 	Load [2]string
 }
 
-// runThroughput runs every kind of cfg.Kinds on the same cfg.Procs
-// processes, one after another.
-func runThroughput(ctx context.Context, cfg Config, stats *statsReader) ([]Throughput, error) {
+// runThroughput runs each of kinds on the same cfg.Procs processes, one
+// after another; permits is 1 for the locks, the permit count for the
+// semaphores. The first of kinds, if bare, is the baseline of VsPoll.
+func runThroughput(ctx context.Context, cfg Config, stats *statsReader, kinds []Kind, permits int) ([]Throughput, error) {
 	what := func(k Kind) string {
+		if permits > 1 || !k.exclusive() {
+			return fmt.Sprintf("%d processes on one semaphore of %d permits, %s, %v", cfg.Procs, permits, k.Label(), cfg.Duration)
+		}
 		return fmt.Sprintf("%d processes on one key, %s, %v", cfg.Procs, k.Label(), cfg.Duration)
 	}
-	out, err := onWorkers(ctx, cfg, cfg.Procs, false, what, func(ps []*proc, k Kind) (Throughput, error) {
-		return throughputOf(ctx, cfg, stats, ps, k)
+	out, err := onWorkers(ctx, cfg, cfg.Procs, kinds, what, func(ps []*proc, k Kind) (Throughput, error) {
+		return throughputOf(ctx, cfg, stats, ps, k, permits)
 	})
 	if err != nil {
 		return out, err
 	}
 	for i := range out {
-		if out[0].Kind == KindBare && out[0].PerSec > 0 {
+		if out[0].Kind.bare() && out[0].PerSec > 0 {
 			out[i].VsPoll = out[i].PerSec / out[0].PerSec
 		}
 	}
 	return out, nil
 }
 
-func throughputOf(ctx context.Context, cfg Config, stats *statsReader, ps []*proc, k Kind) (Throughput, error) {
+func throughputOf(ctx context.Context, cfg Config, stats *statsReader, ps []*proc, k Kind, permits int) (Throughput, error) {
 	key := "contend:" + string(k)
-	if _, err := sendAll(ps, request{Op: opOpen, Kind: k, Key: key}, evOpen, time.Minute); err != nil {
+	if _, err := sendAll(ps, request{Op: opOpen, Kind: k, Key: key, Permits: permits}, evOpen, time.Minute); err != nil {
 		return Throughput{}, err
 	}
 	load0 := loadAverage()
@@ -91,7 +105,7 @@ func throughputOf(ctx context.Context, cfg Config, stats *statsReader, ps []*pro
 	for i, r := range rs {
 		per[i], sent = r.CS, sent+r.Sent
 	}
-	t := analyzeThroughput(k, per, start, end)
+	t := analyzeThroughput(k, per, start, end, permits)
 	t.Cost = newCost(after.since(before), sent, countSections(per))
 	t.Load = [2]string{load0, loadAverage()}
 	return t, nil
@@ -106,9 +120,10 @@ func countSections(per [][]section) int {
 }
 
 // analyzeThroughput computes a Throughput (all but Cost, VsPoll and Load)
-// from each process's critical sections and the window [start, end).
-func analyzeThroughput(k Kind, per [][]section, start, end int64) Throughput {
-	t := Throughput{Kind: k, Procs: len(per), Window: time.Duration(end - start)}
+// from each process's critical sections, the window [start, end) and the
+// critical sections that may be open at once (permits).
+func analyzeThroughput(k Kind, per [][]section, start, end int64, permits int) Throughput {
+	t := Throughput{Kind: k, Procs: len(per), Window: time.Duration(end - start), Permits: permits}
 	type entry struct {
 		proc int
 		cs   section
@@ -134,13 +149,17 @@ func analyzeThroughput(k Kind, per [][]section, start, end int64) Throughput {
 		t.Hold = held / time.Duration(len(all))
 	}
 	slices.SortFunc(all, func(a, b entry) int { return compareInt64(a.cs[1], b.cs[1]) })
-	var lastEnd int64
+	var open endHeap // the ends of the sections open at the current entry
 	prev, changes, inWindow := -1, 0, 0
 	for _, e := range all {
-		if e.cs[1] < lastEnd {
+		for open.Len() > 0 && open[0] <= e.cs[1] {
+			heap.Pop(&open)
+		}
+		if open.Len() >= permits {
 			t.Overlaps++
 		}
-		lastEnd = max(lastEnd, e.cs[2])
+		heap.Push(&open, e.cs[2])
+		t.MaxOpen = max(t.MaxOpen, open.Len())
 		if e.cs[1] < start || e.cs[1] >= end {
 			continue
 		}
@@ -167,6 +186,20 @@ func analyzeThroughput(k Kind, per [][]section, start, end int64) Throughput {
 	t.WaitP50, t.WaitP99 = percentile(waits, 50), percentile(waits, 99)
 	t.WaitMax = max(t.WaitMax, waits[len(waits)-1])
 	return t
+}
+
+// endHeap is a min-heap of critical sections' ends (container/heap).
+type endHeap []int64
+
+func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endHeap) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func compareInt64(a, b int64) int {

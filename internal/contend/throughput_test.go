@@ -16,9 +16,9 @@ func TestAnalyzeThroughput(t *testing.T) {
 		{{10 * ms, 15 * ms, 16 * ms, 16 * ms}, {17 * ms, 21 * ms, 22 * ms, 22 * ms}},
 		{},
 	}
-	got := analyzeThroughput(KindMutex, per, 10*ms, 20*ms)
-	if got.Sections != 3 || got.PerSec != 300 || got.Overlaps != 0 {
-		t.Errorf("sections %d, %.0f/s, overlaps %d; want 3, 300/s, 0", got.Sections, got.PerSec, got.Overlaps)
+	got := analyzeThroughput(KindMutex, per, 10*ms, 20*ms, 1)
+	if got.Sections != 3 || got.PerSec != 300 || got.Overlaps != 0 || got.MaxOpen != 1 {
+		t.Errorf("sections %d, %.0f/s, overlaps %d, at most %d open; want 3, 300/s, 0, 1", got.Sections, got.PerSec, got.Overlaps, got.MaxOpen)
 	}
 	if got.Changes != 50 {
 		t.Errorf("holder changes %.1f %%, want 50 (0→0 same, 0→1 changed)", got.Changes)
@@ -34,7 +34,32 @@ func TestAnalyzeThroughput(t *testing.T) {
 	}
 
 	per[2] = []section{{11 * ms, 13 * ms, 13*ms + 1, 14 * ms}} // enters while process 0 holds
-	if got := analyzeThroughput(KindMutex, per, 10*ms, 20*ms); got.Overlaps != 1 {
-		t.Errorf("overlaps %d, want 1", got.Overlaps)
+	if got := analyzeThroughput(KindMutex, per, 10*ms, 20*ms, 1); got.Overlaps != 1 || got.MaxOpen != 2 {
+		t.Errorf("overlaps %d, at most %d open; want 1, 2", got.Overlaps, got.MaxOpen)
+	}
+}
+
+// TestAnalyzeThroughputPermits checks the count of sections open at once
+// against a permit count: a section that begins as another ends does not
+// overlap it; one that begins while all permits are held does.
+func TestAnalyzeThroughputPermits(t *testing.T) {
+	ms := int64(time.Millisecond)
+	cs := func(begin, end int64) section { return section{begin * ms, begin * ms, end * ms, end * ms} }
+	per := [][]section{
+		{cs(0, 4), cs(4, 8)},  // back to back
+		{cs(1, 5), cs(8, 9)},  // the second begins as process 0's second ends
+		{cs(2, 6), cs(6, 10)}, // three open at 2..4
+		{cs(5, 7)},            // begins as process 1's first ends: three open
+	}
+	got := analyzeThroughput(KindSemaphore, per, 0, 20*ms, 3)
+	if got.MaxOpen != 3 || got.Overlaps != 0 || got.Permits != 3 {
+		t.Errorf("3 permits: at most %d open, %d began with all held, permits %d; want 3, 0, 3", got.MaxOpen, got.Overlaps, got.Permits)
+	}
+	if got := analyzeThroughput(KindSemaphore, per, 0, 20*ms, 2); got.MaxOpen != 3 || got.Overlaps != 4 {
+		t.Errorf("2 permits: at most %d open, %d began with all held; want 3, 4 (at 2, 4, 5 and 6 ms)", got.MaxOpen, got.Overlaps)
+	}
+	per[3] = append(per[3], cs(3, 4)) // a fourth at 3..4
+	if got := analyzeThroughput(KindSemaphore, per, 0, 20*ms, 3); got.MaxOpen != 4 || got.Overlaps != 1 {
+		t.Errorf("3 permits, four open at 3 ms: at most %d open, %d began with all held; want 4, 1", got.MaxOpen, got.Overlaps)
 	}
 }

@@ -60,7 +60,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) (
 	for i, k := range kinds {
 		for g := range goroutines {
 			key := "contend:uncontended:" + strconv.Itoa(i) + ":" + string(k) + ":" + strconv.Itoa(g)
-			lk, err := newLocker(k, rdb, c, key, "g"+strconv.Itoa(g))
+			lk, err := newLocker(k, rdb, c, key, "g"+strconv.Itoa(g), 1)
 			if err != nil {
 				return nil, err
 			}

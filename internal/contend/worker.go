@@ -171,7 +171,7 @@ func (w *worker) open(req request) {
 	w.sent.n.Store(0)
 	w.cfg = req
 	w.ctx, w.cancel = context.WithCancel(context.Background())
-	if req.Kind != KindBare {
+	if !req.Kind.bare() {
 		var opts []core.Option
 		if req.Lease > 0 {
 			opts = append(opts, core.WithWatchdogTimeout(req.Lease))
@@ -182,9 +182,9 @@ func (w *worker) open(req request) {
 		w.c = core.New(w.rdb, opts...)
 	}
 	owner := "w" + strconv.Itoa(w.id)
-	warm, err := newLocker(req.Kind, w.rdb, w.c, req.Key+":warm:"+owner, owner)
+	warm, err := newLocker(req.Kind, w.rdb, w.c, req.Key+":warm:"+owner, owner, req.Permits)
 	if err == nil {
-		w.lk, err = newLocker(req.Kind, w.rdb, w.c, req.Key, owner)
+		w.lk, err = newLocker(req.Kind, w.rdb, w.c, req.Key, owner, req.Permits)
 	}
 	if err != nil {
 		w.closeLock()
