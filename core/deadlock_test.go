@@ -54,20 +54,30 @@ func TestDeadlocksAcrossClients(t *testing.T) {
 	t.Run("fair lock and RW lock", func(t *testing.T) {
 		checkDeadlockAcross(t,
 			func(c *core.Client) core.Locker { return c.FairMutex("dl:x") },
-			func(c *core.Client) core.Locker { return c.RWMutex("dl:y") })
+			func(c *core.Client) core.Locker { return c.RWMutex("dl:y") }, nil)
+	})
+	// A reader waiting for a writer stands in the RW lock's line: seen too.
+	t.Run("writer and waiting reader", func(t *testing.T) {
+		checkDeadlockAcross(t,
+			func(c *core.Client) core.Locker { return c.Mutex("dl:x") },
+			func(c *core.Client) core.Locker { return c.RWMutex("dl:y") },
+			func(c *core.Client) core.Locker { return c.RWMutex("dl:y").RLocker() })
 	})
 	// A contended mutex's waiters stand in a line Redis keeps: seen too.
 	t.Run("mutexes", func(t *testing.T) {
 		checkDeadlockAcross(t,
 			func(c *core.Client) core.Locker { return c.Mutex("dl:x") },
-			func(c *core.Client) core.Locker { return c.Mutex("dl:y") })
+			func(c *core.Client) core.Locker { return c.Mutex("dl:y") }, nil)
 	})
 }
 
-// checkDeadlockAcross has the owner of x (on one Client) wait for y while
-// the owner of y (on another) waits for x, and checks that the cycle is
-// found, and gone once the waits end.
-func checkDeadlockAcross(t *testing.T, x, y func(*core.Client) core.Locker) {
+// checkDeadlockAcross has the owner of x (on one Client) wait for y (by
+// yWait's Lock, y's when nil) while the owner of y (on another) waits for
+// x, and checks that the cycle is found, and gone once the waits end.
+func checkDeadlockAcross(t *testing.T, x, y, yWait func(*core.Client) core.Locker) {
+	if yWait == nil {
+		yWait = y
+	}
 	_, rdb := single(t)
 	a := newLocks(t, rdb, core.WithIdentity(core.Identity{Service: "orders"}))
 	b := newLocks(t, rdb, core.WithIdentity(core.Identity{Service: "billing"}))
@@ -79,7 +89,7 @@ func checkDeadlockAcross(t *testing.T, x, y func(*core.Client) core.Locker) {
 	defer stop()
 	errs := make(chan error, 2)
 	go func() {
-		_, err := y(a).Lock(core.WithOwner(waitCtx, la.Owner()))
+		_, err := yWait(a).Lock(core.WithOwner(waitCtx, la.Owner()))
 		errs <- err
 	}()
 	go func() {
@@ -203,3 +213,4 @@ func TestDeadlockCheckLeavesOrdinaryWaitsAlone(t *testing.T) {
 	mustUnlock(t, outer)
 	mustUnlock(t, held)
 }
+
