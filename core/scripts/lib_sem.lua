@@ -28,9 +28,12 @@
 -- admit_scan bounds how far into the line one admission pass looks.
 local admit_scan = 64
 
--- sem_size is the permit count in force.
+-- sem_size is the permit count in force (read once per script: s.n).
 local function sem_size(s)
-  return tonumber(redis.call('get', s.size) or s.permits)
+  if not s.n then
+    s.n = tonumber(redis.call('get', s.size) or s.permits)
+  end
+  return s.n
 end
 
 -- sem_free is the permits not held (negative after the count shrank).
