@@ -15,14 +15,14 @@ import (
 // Owners that wait for each other's locks wait forever (until a lease or a
 // wait budget ends): A holds x and waits for y while B holds y and waits
 // for x — in different processes, on different Redis slots. Redis knows who
-// waits where it keeps a line: a mutex's or fair lock's queue and an RW
-// lock's line of readers and writers. FindDeadlocks builds the wait-for graph from inspected locks
-// (an edge from each waiter in a line to each holder of that lock) and
-// reports its cycles. Owners are what link the locks: a Lock taken under
-// another lease's context (or under WithOwner) waits as that lease's
-// owner, which is how nested locking is written. A semaphore's holders and
-// waiters are known by their holder ids (one per acquisition), not by
-// their owners, so cycles through a semaphore are not seen.
+// waits where it keeps a line, and every kind keeps one: a mutex's, a fair
+// lock's, an RW lock's (readers and writers) and a semaphore's.
+// FindDeadlocks builds the wait-for graph from inspected locks (an edge
+// from each waiter in a line to each holder of that lock) and reports its
+// cycles. Owners are what link the locks: a Lock taken under another
+// lease's context (or under WithOwner) waits as that lease's
+// owner, which is how nested locking is written. A semaphore's waiter
+// waits for any one of its holders (stuckOwners).
 
 // maxDeadlocks bounds how many cycles FindDeadlocks reports, and
 // maxDeadlockSteps the search (paths through a dense graph are many).
@@ -68,9 +68,55 @@ func (c *Client) Deadlocks(ctx context.Context, glob string) ([]Deadlock, error)
 	return FindDeadlocks(states), nil
 }
 
+// wait is one owner standing in one lock's line, and whom it waits for:
+// every holder of the lock (any: a semaphore's waiter, which one holder's
+// release may let in, waits for any of them).
+type wait struct {
+	owner, lock string
+	holders     []string
+	any         bool
+}
+
+// stuckOwners returns the owners that wait and can never go on: start from
+// every waiting owner, and let go of one while a wait of it has a holder
+// that can go on (a semaphore's waiter: any holder; any other lock's: every
+// holder), until nothing changes. An owner that waits for every holder of
+// a lock is stuck once one of them is; a semaphore's waiter only once all
+// of them are, so a cycle through a semaphore one of whose holders is free
+// to release is no deadlock.
+func stuckOwners(waits []wait) map[string]bool {
+	stuck := make(map[string]bool)
+	for _, w := range waits {
+		stuck[w.owner] = true
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, w := range waits {
+			if !stuck[w.owner] {
+				continue
+			}
+			blocked := w.any && len(w.holders) > 0 // any: all holders stuck
+			for _, h := range w.holders {
+				if w.any && !stuck[h] {
+					blocked = false
+				}
+				if !w.any && stuck[h] {
+					blocked = true
+				}
+			}
+			if !blocked {
+				stuck[w.owner], changed = false, true
+			}
+		}
+	}
+	return stuck
+}
+
 // FindDeadlocks returns the cycles of the wait-for graph of states: owners
-// standing in a lock's line wait for every holder of that lock. Each cycle
-// is reported once, starting at its smallest owner id; at most 100 (the
+// standing in a lock's line wait for every holder of that lock (a
+// semaphore's waiter for any one of them: a cycle through a semaphore is
+// reported only when none of its holders can go on). Each cycle is
+// reported once, starting at its smallest owner id; at most 100 (the
 // search stops after a million steps on a very dense graph).
 func FindDeadlocks(states []*LockState) []Deadlock {
 	type edge struct{ to, lock string }
@@ -83,15 +129,29 @@ func FindDeadlocks(states []*LockState) []Deadlock {
 			since[h.Owner+"\x00"+st.Name] = h.Since
 		}
 	}
+	var waits []wait
 	for _, st := range states {
 		for _, w := range st.Line {
 			if _, ok := clients[w.Owner]; !ok {
 				clients[w.Owner] = w.Client()
 			}
+			wt := wait{owner: w.Owner, lock: st.Name, any: st.Kind == KindSemaphore}
 			for _, h := range st.Holders {
 				if h.Owner != w.Owner {
-					graph[w.Owner] = append(graph[w.Owner], edge{h.Owner, st.Name})
+					wt.holders = append(wt.holders, h.Owner)
 				}
+			}
+			waits = append(waits, wt)
+		}
+	}
+	stuck := stuckOwners(waits)
+	for _, wt := range waits {
+		if !stuck[wt.owner] {
+			continue
+		}
+		for _, h := range wt.holders {
+			if stuck[h] {
+				graph[wt.owner] = append(graph[wt.owner], edge{h, wt.lock})
 			}
 		}
 	}
@@ -187,7 +247,7 @@ func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock || 
 // waits, so keep glob narrow. Of the owners in a cycle, the one with the
 // largest owner id is refused, so that exactly one side backs off.
 // The other waits of the cycle must stand in a line Redis keeps (a mutex's
-// or fair lock's queue, an RW lock's line of readers and writers) to be seen; the checked Lock
+// or fair lock's queue, an RW lock's or a semaphore's line) to be seen; the checked Lock
 // itself may be of any kind. Default: off.
 func WithDeadlockCheck(glob string) Option {
 	return func(c *config) { c.deadlockGlob = glob }

@@ -63,6 +63,12 @@ func TestDeadlocksAcrossClients(t *testing.T) {
 			func(c *core.Client) core.Locker { return c.RWMutex("dl:y") },
 			func(c *core.Client) core.Locker { return c.RWMutex("dl:y").RLocker() })
 	})
+	// A semaphore's waiters too (of one permit, every holder is in the cycle).
+	t.Run("mutex and semaphore", func(t *testing.T) {
+		checkDeadlockAcross(t,
+			func(c *core.Client) core.Locker { return c.Mutex("dl:x") },
+			func(c *core.Client) core.Locker { return c.Semaphore("dl:y", 1) }, nil)
+	})
 	// A contended mutex's waiters stand in a line Redis keeps: seen too.
 	t.Run("mutexes", func(t *testing.T) {
 		checkDeadlockAcross(t,
@@ -214,3 +220,46 @@ func TestDeadlockCheckLeavesOrdinaryWaitsAlone(t *testing.T) {
 	mustUnlock(t, held)
 }
 
+// A semaphore's waiter waits for any one of its holders: a cycle through a
+// semaphore is a deadlock only when none of its holders can go on. An RW
+// writer waits for every reader: one stuck reader is enough.
+func TestFindDeadlocksThroughSemaphores(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	lock := func(name string, kind core.Kind, holders []string, line ...string) *core.LockState {
+		st := &core.LockState{Name: name, Kind: kind, Held: true}
+		for _, h := range holders {
+			st.Holders = append(st.Holders, core.Holder{Owner: h, Since: t0})
+		}
+		for _, w := range line {
+			st.Line = append(st.Line, core.Waiter{Owner: w})
+		}
+		return st
+	}
+	sem := func(holders []string, line ...string) *core.LockState {
+		return lock("sem", core.KindSemaphore, holders, line...)
+	}
+	for _, tc := range []struct {
+		name   string
+		states []*core.LockState
+		cycles int
+	}{
+		{"a free holder can release", []*core.LockState{
+			sem([]string{"b", "free"}, "a"),               // a waits for a permit of b or free
+			lock("x", core.KindMutex, []string{"a"}, "b"), // b waits for x, held by a
+		}, 0},
+		{"every holder waits", []*core.LockState{
+			sem([]string{"b", "c"}, "a"),
+			lock("x", core.KindMutex, []string{"a"}, "b", "c"), // b and c wait for x, held by a
+		}, 2},
+		{"a writer waits for every reader", []*core.LockState{
+			lock("rw", core.KindRW, []string{"b", "free"}, "a"), // a (a writer) waits for readers b and free
+			lock("x", core.KindMutex, []string{"a"}, "b"),
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := core.FindDeadlocks(tc.states); len(got) != tc.cycles {
+				t.Fatalf("found %d cycles, want %d: %+v", len(got), tc.cycles, got)
+			}
+		})
+	}
+}

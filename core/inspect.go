@@ -115,9 +115,8 @@ type Waiter struct {
 	ClientID string
 	Identity *Identity
 	// Mode is KindFair, KindMutex or KindSemaphore for a waiter in a
-	// FairMutex's, a Mutex's or a Semaphore's line (a semaphore's waiter
-	// is shown, as its holders are, by its holder id), KindWrite for an RW
-	// write intent.
+	// FairMutex's, a Mutex's or a Semaphore's line, KindRead or KindWrite
+	// for one in an RW lock's.
 	Mode Kind
 	// TTL is how long the waiter keeps its place without being heard from
 	// (waiters renew it while they wait).
@@ -357,7 +356,11 @@ func (s *snapshot) state(name string) *LockState {
 			if n == 0 {
 				continue
 			}
-			st.Holders = append(st.Holders, Holder{Owner: e.member, Mode: KindSemaphore, Count: n, TTL: msDur(e.score - s.nowMS)})
+			owner := e.member // the holder id, where no owner id is kept (lib_sem.lua)
+			if o, ok := s.hash[":"+e.member]; ok {
+				owner = o
+			}
+			st.Holders = append(st.Holders, Holder{Owner: owner, Mode: KindSemaphore, Count: n, TTL: msDur(e.score - s.nowMS)})
 		}
 	} else if exclusive {
 		st.Token = parseToken(s.hash[":token"])
@@ -391,8 +394,15 @@ func (s *snapshot) state(name string) *LockState {
 	st.Held = len(st.Holders) > 0
 	for _, m := range s.queue {
 		w := Waiter{Owner: m, Mode: s.waiterKind(m)}
-		if w.Mode == KindRead {
+		switch w.Mode {
+		case KindRead:
 			w.Owner = strings.TrimPrefix(m, ":r:") // a reader stands in line as ':r:'..owner
+		case KindSemaphore:
+			// A semaphore's waiter stands in line by holder id; its standing
+			// value ends with its owner id (lib_sem.lua).
+			if f := strings.SplitN(s.standing[m], "|", 5); len(f) == 5 {
+				w.Owner = f[4]
+			}
 		}
 		if dl, ok := s.deadline[m]; ok {
 			w.TTL = max(msDur(dl-s.nowMS), 0)

@@ -36,19 +36,24 @@ local function sem_size(s)
   return s.n
 end
 
--- sem_free is the permits not held (negative after the count shrank).
+-- sem_free is the permits not held (negative after the count shrank). The
+-- holders hash keeps holder -> permits and ':'..holder -> its owner id.
 local function sem_free(s)
   local used = 0
-  for _, v in ipairs(redis.call('hvals', s.holders)) do
-    used = used + tonumber(v)
+  local kv = redis.call('hgetall', s.holders)
+  for i = 1, #kv, 2 do
+    if string.sub(kv[i], 1, 1) ~= ':' then
+      used = used + tonumber(kv[i + 1])
+    end
   end
   return sem_size(s) - used
 end
 
 -- sem_wants reads the permits a standing value asks for (nil: not a
--- semaphore waiter's).
+-- semaphore waiter's) and the waiter's owner id.
 local function sem_wants(st)
-  return tonumber(string.match(st, '^[^|]*|[^|]*|[^|]*|s(%d+)'))
+  local n, owner = string.match(st, '^[^|]*|[^|]*|[^|]*|s(%d+)|(.*)$')
+  return tonumber(n), owner
 end
 
 -- sem_leave_line takes member out of the line (it is near the head: LREM
@@ -59,11 +64,11 @@ local function sem_leave_line(s, member)
   redis.call('hdel', s.standing, member)
 end
 
--- sem_take gives holder n permits for lease ms and returns the new fencing
--- token.
-local function sem_take(s, holder, n, lease, now)
+-- sem_take gives holder (owner's) n permits for lease ms and returns the
+-- new fencing token.
+local function sem_take(s, holder, owner, n, lease, now)
   local token = fence_next(s.fence, s.fence_ttl)
-  redis.call('hset', s.holders, holder, n)
+  redis.call('hset', s.holders, holder, n, ':' .. holder, owner)
   redis.call('zadd', s.expiry, now + lease, holder)
   keep_for(s.holders, lease)
   keep_for(s.expiry, lease)
@@ -95,10 +100,10 @@ local function sem_admit(s, now, self)
     end
     local dl = redis.call('zscore', s.deadlines, m)
     local st = redis.call('hget', s.standing, m)
-    local id, wl, tag, n
+    local id, wl, tag, n, owner
     if st then
       id, wl, tag = standing_parse(st)
-      n = sem_wants(st)
+      n, owner = sem_wants(st)
     end
     if not (dl and tonumber(dl) > now and id and n) then
       sem_leave_line(s, m)
@@ -114,7 +119,7 @@ local function sem_admit(s, now, self)
         sem_leave_line(s, m)
         if redis.call('exists', record) == 0 then
           local lease = math.min(wl, s.claim)
-          local token = sem_take(s, id, n, lease, now)
+          local token = sem_take(s, id, owner, n, lease, now)
           redis.call('set', record, 'A1:' .. token, 'px', math.max(wl, s.record_ttl))
           waiter_push(s.ch, m, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease, s.publish)
           free = free - n

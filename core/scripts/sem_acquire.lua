@@ -2,7 +2,7 @@
 -- line for them, in one round trip. Needs lib_fence, lib_lease, lib_attempt,
 -- lib_queue and lib_sem.
 --
--- KEYS[1]  holders hash: holder id -> permits held
+-- KEYS[1]  holders hash: holder id -> permits held, ':'..holder id -> owner id
 -- KEYS[2]  holders zset: holder id -> the holder's lease deadline (server ms)
 -- KEYS[3]  permit count set by SetPermits (string; absent: ARGV[5])
 -- KEYS[4]  fence counter of this semaphore
@@ -79,7 +79,7 @@ end
 local mine, free, whole = sem_admit(s, now, id)
 if mine or (whole and n <= free and not redis.call('zscore', KEYS[7], id)) then
   local lease = tonumber(ARGV[2])
-  local token = sem_take(s, id, n, lease, now)
+  local token = sem_take(s, id, ARGV[13], n, lease, now)
   return attempt_won(KEYS[5], 1, token, ARGV[6], lease)
 end
 local wait = first_deadline(KEYS[2], now) or 0

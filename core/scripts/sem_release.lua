@@ -4,7 +4,7 @@
 -- and pushed the grant; one with a fixed LeaseTime is woken to take them.
 -- Needs lib_fence, lib_lease, lib_attempt, lib_queue and lib_sem.
 --
--- KEYS[1]  holders hash: holder id -> permits held
+-- KEYS[1]  holders hash: holder id -> permits held, ':'..holder id -> owner id
 -- KEYS[2]  holders zset: holder id -> lease deadline (server ms)
 -- KEYS[3]  release receipt of this lease (string, kept ARGV[3] ms)
 -- KEYS[4]  permit count set by SetPermits (absent: ARGV[5])
@@ -34,7 +34,7 @@ local n = redis.call('hget', KEYS[1], ARGV[1])
 if not n then
   return release_refused(KEYS[3], ARGV[3])
 end
-redis.call('hdel', KEYS[1], ARGV[1])
+redis.call('hdel', KEYS[1], ARGV[1], ':' .. ARGV[1])
 redis.call('zrem', KEYS[2], ARGV[1])
 local now = now_ms()
 prune_expired(KEYS[2], KEYS[1], now)
