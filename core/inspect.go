@@ -121,6 +121,18 @@ type Waiter struct {
 	// TTL is how long the waiter keeps its place without being heard from
 	// (waiters renew it while they wait).
 	TTL time.Duration
+	// Since is when the waiter joined the line (server clock); zero when
+	// unknown.
+	Since time.Time
+}
+
+// WaitedFor is how long the waiter has stood in line at the snapshot's
+// server time (from Since), 0 when unknown.
+func (w Waiter) WaitedFor(now time.Time) time.Duration {
+	if w.Since.IsZero() || now.Before(w.Since) {
+		return 0
+	}
+	return now.Sub(w.Since)
 }
 
 // Client describes the waiter's client, as Holder.Client does.
@@ -394,14 +406,20 @@ func (s *snapshot) state(name string) *LockState {
 	st.Held = len(st.Holders) > 0
 	for _, m := range s.queue {
 		w := Waiter{Owner: m, Mode: s.waiterKind(m)}
+		f := strings.SplitN(s.standing[m], "|", 6) // 'id|lease|tag|kind|since[|owner]' (lib_queue.lua)
+		if len(f) >= 5 {
+			if ms, err := strconv.ParseInt(f[4], 10, 64); err == nil && ms > 0 && ms <= s.nowMS {
+				w.Since = time.UnixMilli(ms)
+			}
+		}
 		switch w.Mode {
 		case KindRead:
 			w.Owner = strings.TrimPrefix(m, ":r:") // a reader stands in line as ':r:'..owner
 		case KindSemaphore:
 			// A semaphore's waiter stands in line by holder id; its standing
 			// value ends with its owner id (lib_sem.lua).
-			if f := strings.SplitN(s.standing[m], "|", 5); len(f) == 5 {
-				w.Owner = f[4]
+			if len(f) == 6 {
+				w.Owner = f[5]
 			}
 		}
 		if dl, ok := s.deadline[m]; ok {

@@ -168,6 +168,9 @@ func TestInspectFairRWSemaphore(t *testing.T) {
 			st.Line[0].Mode != core.KindRead || st.Line[0].ClientID != b.ID() {
 			t.Errorf("got %+v, want an RW lock held for writing", st)
 		}
+		if w := st.Line[0].WaitedFor(st.ServerTime); st.Line[0].Since.IsZero() || w > 10*time.Second {
+			t.Errorf("waiter %+v has waited %s by the server's clock, want since it joined the line", st.Line[0], w)
+		}
 		mustUnlock(t, wl)
 		waitResult(t, r, 10*time.Second, "reader")
 	})
@@ -340,4 +343,29 @@ func TestIdentityRecordIsKeptWhileHolding(t *testing.T) {
 	if _, ok := plain.Identity(); ok {
 		t.Error("a Client without WithIdentity has an identity")
 	}
+}
+
+// A waiter's place keeps the time it joined the line across the renewals
+// and the looks again of a long wait: inspection tells how long it waited.
+func TestInspectWaiterSince(t *testing.T) {
+	_, rdb := single(t)
+	a, b := newLocks(t, rdb), newLocks(t, rdb)
+	ctx := ctxTimeout(t, 30*time.Second)
+	opt := core.FairWaiterTimeout(150 * time.Millisecond) // renewed every 50ms, looks again every 0.45-0.9s
+	held := mustLock(t, a.FairMutex("since", opt), ctx)
+	w := blockIn(ctx, func(ctx context.Context) (*core.Lease, error) { return b.FairMutex("since", opt).Lock(ctx) })
+	inspectUntil(t, a, "since", "the waiter", func(s *core.LockState) bool { return len(s.Line) == 1 })
+	time.Sleep(1500 * time.Millisecond)
+	st, err := a.Inspect(ctx, "since")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Line) != 1 {
+		t.Fatalf("line %+v, want the waiter", st.Line)
+	}
+	if waited := st.Line[0].WaitedFor(st.ServerTime); waited < 1400*time.Millisecond || waited > 5*time.Second {
+		t.Fatalf("the waiter has waited %s by inspection, want about 1.5s", waited)
+	}
+	mustUnlock(t, held)
+	waitResult(t, w, 10*time.Second, "waiter")
 }

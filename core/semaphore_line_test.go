@@ -189,7 +189,7 @@ func TestSemaphoreDeadGranteePassesOn(t *testing.T) {
 	bg := context.Background()
 	rdb.RPush(bg, "keylock:{dead}:queue", "ghost")
 	rdb.ZAdd(bg, "keylock:{dead}:timeouts", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "ghost"})
-	rdb.HSet(bg, "keylock:{dead}:standing", "ghost", "ghost|30000|nobody|s1|ghost-owner")
+	rdb.HSet(bg, "keylock:{dead}:standing", "ghost", fmt.Sprintf("ghost|30000|nobody|s1|%d|ghost-owner", time.Now().UnixMilli()))
 	ws := semLine(t, srv, rdb, "dead", 1, []int{1})
 	mustUnlock(t, a) // granted to the ghost
 	if n := rdb.HExists(bg, "keylock:{dead}", "ghost").Val(); !n {

@@ -66,10 +66,11 @@ type holderJSON struct {
 }
 
 type waiterJSON struct {
-	Owner  string `json:"owner"`
-	Client string `json:"client"`
-	Mode   string `json:"mode"`
-	TTLms  int64  `json:"ttl_ms"` // how long it keeps its place unrenewed
+	Owner    string `json:"owner"`
+	Client   string `json:"client"`
+	Mode     string `json:"mode"`
+	TTLms    int64  `json:"ttl_ms"`    // how long it keeps its place unrenewed
+	WaitedMs int64  `json:"waited_ms"` // how long it has stood in line, -1 unknown
 }
 
 // forceJSON is POST api/force-unlock's reply.
@@ -229,7 +230,11 @@ func (h *Handler) lockJSON(st *core.LockState) lockJSON {
 		j.Holders = append(j.Holders, hj)
 	}
 	for _, wt := range st.Line {
-		j.Line = append(j.Line, waiterJSON{Owner: wt.Owner, Client: wt.Client(), Mode: string(wt.Mode), TTLms: durMs(wt.TTL)})
+		wj := waiterJSON{Owner: wt.Owner, Client: wt.Client(), Mode: string(wt.Mode), TTLms: durMs(wt.TTL), WaitedMs: -1}
+		if !wt.Since.IsZero() {
+			wj.WaitedMs = wt.WaitedFor(st.ServerTime).Milliseconds()
+		}
+		j.Line = append(j.Line, wj)
 	}
 	return j
 }

@@ -193,6 +193,7 @@ func TestBrowserScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(bctx, t, "the holder and one waiter in line", `document.querySelectorAll("#holders tbody tr").length === 1 && document.querySelectorAll("#line tbody tr").length === 1`, 5*time.Second)
+	waitJS(bctx, t, "how long the waiter has waited", `/\d/.test(document.querySelector("#line tbody tr td:nth-child(5)").textContent)`, 5*time.Second)
 	if png, err = chromedp.Run(bctx, chromedp.FullScreenshot(100)); err != nil {
 		t.Fatal(err)
 	}

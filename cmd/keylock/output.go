@@ -47,6 +47,7 @@ type waiterJSON struct {
 	ClientID string `json:"client_id,omitempty"`
 	Mode     string `json:"mode"`
 	TTLms    int64  `json:"ttl_ms"`
+	WaitedMs int64  `json:"waited_ms"` // how long it has stood in line, -1 unknown
 }
 
 type forceJSON struct {
@@ -80,7 +81,11 @@ func toJSON(st *core.LockState) lockJSON {
 		})
 	}
 	for _, w := range st.Line {
-		j.Line = append(j.Line, waiterJSON{Owner: w.Owner, Client: w.Client(), ClientID: w.ClientID, Mode: string(w.Mode), TTLms: ttlMs(w.TTL)})
+		wj := waiterJSON{Owner: w.Owner, Client: w.Client(), ClientID: w.ClientID, Mode: string(w.Mode), TTLms: ttlMs(w.TTL), WaitedMs: -1}
+		if !w.Since.IsZero() {
+			wj.WaitedMs = w.WaitedFor(st.ServerTime).Milliseconds()
+		}
+		j.Line = append(j.Line, wj)
 	}
 	return j
 }
@@ -155,9 +160,13 @@ func writeState(w io.Writer, st *core.LockState) {
 	if len(st.Line) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "#\tWAITER\tCLIENT\tMODE\tKEEPS PLACE FOR")
+		fmt.Fprintln(tw, "#\tWAITER\tCLIENT\tMODE\tWAITED\tKEEPS PLACE FOR")
 		for i, l := range st.Line {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, l.Owner, dash(l.Client()), l.Mode, since(l.TTL))
+			waited := "-"
+			if d := l.WaitedFor(st.ServerTime); d > 0 {
+				waited = since(d)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, l.Owner, dash(l.Client()), l.Mode, waited, since(l.TTL))
 		}
 		_ = tw.Flush()
 		if st.Waiters > len(st.Line) && lined(st) {

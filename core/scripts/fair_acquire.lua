@@ -25,7 +25,7 @@
 -- ARGV[11] the tag of this Client's wake-up channel (KEYS[5] .. tag)
 -- ARGV[12] 'm': a Mutex's waiter; '': a FairMutex's
 --
--- A waiter's standing attempt is 'id|lease|tag|kind' (lib_queue.lua): a
+-- A waiter's standing attempt is 'id|lease|tag|kind|since' (lib_queue.lua): a
 -- watchdog waiter's lease lets a release grant it the lock directly
 -- (fair_release.lua); a fixed-LeaseTime waiter ('id||tag|kind') is woken
 -- to take the lock itself.
@@ -89,6 +89,7 @@ if ARGV[6] ~= '1' then
   return {0, math.max(pttl, 0)}
 end
 -- Join the line, or renew our place in it.
+local since = line_since(KEYS[7], KEYS[3], owner, now)
 if redis.call('zadd', KEYS[3], now + wt, owner) == 1 then
   redis.call('rpush', KEYS[2], owner)
 end
@@ -96,7 +97,7 @@ local wl = ''
 if ARGV[8] == '1' then
   wl = ARGV[2]
 end
-redis.call('hset', KEYS[7], owner, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|' .. ARGV[12])
+redis.call('hset', KEYS[7], owner, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|' .. ARGV[12] .. '|' .. since)
 -- The line disappears on its own once no waiter renews it.
 redis.call('pexpire', KEYS[2], 2 * wt)
 redis.call('pexpire', KEYS[3], 2 * wt)

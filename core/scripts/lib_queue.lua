@@ -1,14 +1,16 @@
 -- lib_queue: helpers prepended to the fair lock's scripts (not a script of
 -- its own; see loadScript in scripts.go). Needs lib_fence (now_ms).
 --
--- A waiter's standing attempt (the fair lock's standing hash, owner ->
--- value) is 'id|lease|tag|kind': the attempt id, the watchdog lease in ms
--- (empty for a fixed-LeaseTime waiter), the tag of its Client's channel
--- (ch_prefix .. tag), which every waiter of that Client on this lock
--- shares and keeps subscribed between waits, and 'm' for a Mutex's waiter
--- ('' for a FairMutex's: only inspection tells them apart). A value
--- written by an older client, 'id|lease' or 'id', has no tag: that waiter
--- listens on its own channel, ch_prefix .. owner, for '1'.
+-- A waiter's standing attempt (the standing hash, member in line ->
+-- value) is 'id|lease|tag|kind|since': the attempt id, the watchdog lease
+-- in ms (empty for a fixed-LeaseTime waiter), the tag of its Client's
+-- channel (ch_prefix .. tag), which every waiter of that Client on this
+-- lock shares and keeps subscribed between waits, 'm' for a Mutex's waiter
+-- ('' for a FairMutex's: only inspection tells them apart; 'w' and 'r' for
+-- an RW lock's, 's<n>' for a semaphore's), and when it joined the line
+-- (server ms; inspection shows how long it has waited). A value written
+-- by an older client, 'id|lease' or 'id', has no tag: that waiter listens
+-- on its own channel, ch_prefix .. owner, for '1'.
 
 -- standing_parse(st) returns a standing value's attempt id, watchdog lease
 -- (a number, or nil for a fixed-LeaseTime waiter) and tag (or nil).
@@ -24,6 +26,19 @@ local function standing_parse(st)
     tag = nil
   end
   return id, tonumber(wl), tag
+end
+
+-- line_since is when member joined the line: the time its standing value
+-- says while it is still in line (deadlines), else now (it joins now).
+local function line_since(standing, deadlines, member, now)
+  if redis.call('zscore', deadlines, member) then
+    local st = redis.call('hget', standing, member)
+    local since = st and tonumber(string.match(st, '^[^|]*|[^|]*|[^|]*|[^|]*|(%d+)'))
+    if since then
+      return since
+    end
+  end
+  return now
 end
 
 -- waiter_push(ch_prefix, owner, tag, payload, publish) publishes payload to

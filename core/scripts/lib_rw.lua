@@ -5,7 +5,7 @@
 -- Readers and writers that find the lock busy stand in one line (the keys
 -- of lib_queue.lua), in arrival order: a writer as its owner id, a reader
 -- as ':r:' .. its owner id (owner ids never start with ':'), with the
--- standing value 'id|lease|tag|w' or 'id|lease|tag|r'. A waiting writer is
+-- standing value 'id|lease|tag|w|since' or 'id|lease|tag|r|since'. A waiting writer is
 -- also in the write intents zset (same deadline), which keeps new readers
 -- out while it waits.
 --
@@ -42,8 +42,9 @@ local function rw_leave_line(r, member)
 end
 
 -- rw_join puts member in line (or renews its place) for wt ms; a writer
--- also records its intent. Its standing value is st.
+-- also records its intent. Its standing value is st and when it joined.
 local function rw_join(r, member, st, writer, wt, now)
+  st = st .. '|' .. line_since(r.standing, r.deadlines, member, now)
   if redis.call('zadd', r.deadlines, now + wt, member) == 1 then
     redis.call('rpush', r.queue, member)
   end

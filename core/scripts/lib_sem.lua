@@ -4,7 +4,7 @@
 --
 -- A semaphore's waiter stands in a line (the keys of lib_queue.lua) under
 -- its acquisition's id, which is also the holder id it will hold its
--- permits under; its standing value is 'id|lease|tag|s<n>|owner' (n: the
+-- permits under; its standing value is 'id|lease|tag|s<n>|since|owner' (n: the
 -- permits it asks for). Admission is first fit, in line order: a release
 -- (and anything else that may free permits) admits, from the head of the
 -- line, every waiter whose permits fit in what is free, skipping those
@@ -52,7 +52,7 @@ end
 -- sem_wants reads the permits a standing value asks for (nil: not a
 -- semaphore waiter's) and the waiter's owner id.
 local function sem_wants(st)
-  local n, owner = string.match(st, '^[^|]*|[^|]*|[^|]*|s(%d+)|(.*)$')
+  local n, owner = string.match(st, '^[^|]*|[^|]*|[^|]*|s(%d+)|[^|]*|(.*)$')
   return tonumber(n), owner
 end
 

@@ -17,7 +17,7 @@
 -- (their waiters should look again, which joins the line anew).
 local now = now_ms()
 local lost, kept = renew_places(KEYS[8], KEYS[9], 6, now, function(member, deadline, st)
-  if string.match(st, '|w$') then
+  if string.match(st, '^[^|]*|[^|]*|[^|]*|([^|]*)') == 'w' then
     redis.call('zadd', KEYS[4], deadline, member)
   end
 end)

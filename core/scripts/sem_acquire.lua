@@ -10,7 +10,7 @@
 -- KEYS[6]  queue: list of waiting holder ids, first in line at the head
 -- KEYS[7]  waiter deadlines: zset holder id -> server time (ms) after which
 --          the waiter is presumed dead
--- KEYS[8]  standing attempts: hash holder id -> 'id|lease|tag|s<n>|owner'
+-- KEYS[8]  standing attempts: hash holder id -> 'id|lease|tag|s<n>|since|owner'
 -- KEYS[9]  prefix of the waiters' channels (lib_queue.lua)
 -- ARGV[1]  holder id (the acquisition's id)
 -- ARGV[2]  lease in milliseconds
@@ -88,6 +88,7 @@ if ARGV[7] == '1' then
   return {0, wait}
 end
 -- Join the line, or renew our place in it.
+local since = line_since(KEYS[8], KEYS[7], id, now)
 if redis.call('zadd', KEYS[7], now + wt, id) == 1 then
   redis.call('rpush', KEYS[6], id)
 end
@@ -95,7 +96,7 @@ local wl = ''
 if ARGV[11] == '1' then
   wl = ARGV[2]
 end
-redis.call('hset', KEYS[8], id, id .. '|' .. wl .. '|' .. ARGV[12] .. '|s' .. n .. '|' .. ARGV[13])
+redis.call('hset', KEYS[8], id, id .. '|' .. wl .. '|' .. ARGV[12] .. '|s' .. n .. '|' .. since .. '|' .. ARGV[13])
 redis.call('pexpire', KEYS[6], 2 * wt)
 redis.call('pexpire', KEYS[7], 2 * wt)
 redis.call('pexpire', KEYS[8], 2 * wt)

@@ -12,7 +12,7 @@
 -- KEYS[4]  fence counter of this semaphore
 -- KEYS[5]  queue: list of waiting holder ids
 -- KEYS[6]  waiter deadlines: zset holder id -> server time (ms)
--- KEYS[7]  standing attempts: hash holder id -> 'id|lease|tag|s<n>|owner'
+-- KEYS[7]  standing attempts: hash holder id -> 'id|lease|tag|s<n>|since|owner'
 -- KEYS[8]  prefix of the waiters' channels (lib_queue.lua)
 -- ARGV[1]  publish command: 'publish' or 'spublish'
 -- ARGV[2]  the line's expiry in ms (twice the longest waiter timeout)

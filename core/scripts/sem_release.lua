@@ -11,7 +11,7 @@
 -- KEYS[5]  fence counter of this semaphore
 -- KEYS[6]  queue: list of waiting holder ids
 -- KEYS[7]  waiter deadlines: zset holder id -> server time (ms)
--- KEYS[8]  standing attempts: hash holder id -> 'id|lease|tag|s<n>|owner'
+-- KEYS[8]  standing attempts: hash holder id -> 'id|lease|tag|s<n>|since|owner'
 -- KEYS[9]  prefix of the waiters' channels (lib_queue.lua)
 -- ARGV[1]  holder id
 -- ARGV[2]  publish command: 'publish' or 'spublish'

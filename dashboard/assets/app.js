@@ -207,7 +207,8 @@
         [el("tr", {}, el("td", { colspan: 10, class: "muted" }, "Nobody holds this lock."))]));
       line.replaceChildren(...l.line.map((w, i) =>
         el("tr", {}, el("td", { class: "num" }, i + 1), el("td", { class: "mono" }, w.owner), el("td", {}, w.client || "–"),
-          el("td", {}, w.mode), el("td", { class: "num" }, dur(w.ttl_ms)))));
+          el("td", {}, w.mode), el("td", { class: "num" }, w.waited_ms >= 0 ? dur(w.waited_ms) : "–"),
+          el("td", { class: "num" }, dur(w.ttl_ms)))));
       $("line").hidden = l.line.length === 0;
       let note = l.waiters + " waiter" + (l.waiters === 1 ? "" : "s");
       if (l.kind !== "fair" && l.waiting_clients > 0) note += " (" + l.waiting_clients + " client" + (l.waiting_clients === 1 ? "" : "s") + " subscribed to its wake-ups; each counts once however many of its callers wait)";
