@@ -11,60 +11,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// rwWaiter is one RLock or Lock call waiting in an RW lock's line.
-type rwWaiter struct {
-	name string
-	got  chan *core.Lease
-}
-
-// rwLine starts one waiter per entry of sides ('r' RLock, 'w' Lock), each
-// on its own Client and each after the one before it stands in line.
-func rwLine(t *testing.T, srv *redistest.Server, rdb *redis.Client, name string, sides string) []*rwWaiter {
+// rwLine lines up one call per entry of sides ('r' RLock, 'w' Lock).
+func rwLine(t *testing.T, srv *redistest.Server, rdb *redis.Client, name string, sides string) []*queuedCall {
 	t.Helper()
-	ctx := ctxTimeout(t, 30*time.Second)
-	var ws []*rwWaiter
+	var names []string
 	for i, side := range sides {
-		w := &rwWaiter{name: fmt.Sprintf("%c%d", side, i), got: make(chan *core.Lease, 1)}
-		rw := newLocks(t, srv.NewClient(t)).RWMutex(name)
-		lock := rw.Lock
-		if side == 'r' {
-			lock = rw.RLock
+		names = append(names, fmt.Sprintf("%c%d", side, i))
+	}
+	return lineUpCalls(t, srv, rdb, name, names, func(i int, c *core.Client, ctx context.Context) (*core.Lease, error) {
+		if sides[i] == 'r' {
+			return c.RWMutex(name).RLock(ctx)
 		}
-		go func() {
-			l, err := lock(ctx)
-			if err != nil {
-				t.Errorf("%s: %v", w.name, err)
-			}
-			w.got <- l
-		}()
-		waitLineLen(t, rdb, name, int64(i+1))
-		ws = append(ws, w)
-	}
-	return ws
-}
-
-func (w *rwWaiter) served(t *testing.T) *core.Lease {
-	t.Helper()
-	select {
-	case l := <-w.got:
-		if l == nil {
-			t.Fatalf("%s: no lease", w.name)
-		}
-		return l
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: not served within 10s", w.name)
-	}
-	return nil
-}
-
-func (w *rwWaiter) waiting(t *testing.T) {
-	t.Helper()
-	time.Sleep(20 * time.Millisecond) // a grant pushed by mistake would have arrived
-	select {
-	case l := <-w.got:
-		t.Fatalf("%s: served (%v) before its turn", w.name, l)
-	default:
-	}
+		return c.RWMutex(name).Lock(ctx)
+	})
 }
 
 // Readers and writers are served in arrival order, the readers at the head

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,28 +28,27 @@ func waitLineLen(t *testing.T, rdb *redis.Client, name string, n int64) {
 	}
 }
 
-// semWaiter is one Acquire call waiting in a semaphore's line.
-type semWaiter struct {
+// queuedCall is one Lock, RLock or Acquire call waiting in a lock's line.
+type queuedCall struct {
 	name string
-	n    int
 	got  chan *core.Lease
 }
 
-// semLine starts one Acquire per entry of wants (permits asked), each on
-// its own Client and each after the one before it stands in line.
-func semLine(t *testing.T, srv interface {
-	NewClient(testing.TB, ...func(*redis.Options)) *redis.Client
-}, rdb *redis.Client, name string, permits int, wants []int, opts ...core.LockOption) []*semWaiter {
+// lineUpCalls starts one call per entry of locks, each on its own Client
+// of srv and each after the one before it stands in name's line; names
+// name them in failures.
+func lineUpCalls(t *testing.T, srv *redistest.Server, rdb *redis.Client, name string, names []string,
+	lock func(i int, c *core.Client, ctx context.Context) (*core.Lease, error)) []*queuedCall {
 	t.Helper()
 	ctx := ctxTimeout(t, 30*time.Second)
-	var ws []*semWaiter
-	for i, n := range wants {
-		w := &semWaiter{name: fmt.Sprintf("w%d(%d)", i, n), n: n, got: make(chan *core.Lease, 1)}
-		s := newLocks(t, srv.NewClient(t)).Semaphore(name, permits)
+	var ws []*queuedCall
+	for i, n := range names {
+		w := &queuedCall{name: n, got: make(chan *core.Lease, 1)}
+		c := newLocks(t, srv.NewClient(t))
 		go func() {
-			l, err := s.Acquire(ctx, n, opts...)
+			l, err := lock(i, c, ctx)
 			if err != nil {
-				t.Errorf("%s: Acquire: %v", w.name, err)
+				t.Errorf("%s: %v", w.name, err)
 			}
 			w.got <- l
 		}()
@@ -58,8 +58,20 @@ func semLine(t *testing.T, srv interface {
 	return ws
 }
 
+// semLine lines up one Acquire per entry of wants (permits asked).
+func semLine(t *testing.T, srv *redistest.Server, rdb *redis.Client, name string, permits int, wants []int, opts ...core.LockOption) []*queuedCall {
+	t.Helper()
+	var names []string
+	for i, n := range wants {
+		names = append(names, fmt.Sprintf("w%d(%d)", i, n))
+	}
+	return lineUpCalls(t, srv, rdb, name, names, func(i int, c *core.Client, ctx context.Context) (*core.Lease, error) {
+		return c.Semaphore(name, permits).Acquire(ctx, wants[i], opts...)
+	})
+}
+
 // served waits for w's lease.
-func (w *semWaiter) served(t *testing.T) *core.Lease {
+func (w *queuedCall) served(t *testing.T) *core.Lease {
 	t.Helper()
 	select {
 	case l := <-w.got:
@@ -73,12 +85,14 @@ func (w *semWaiter) served(t *testing.T) *core.Lease {
 	return nil
 }
 
-// waiting fails the test if w was served.
-func (w *semWaiter) waiting(t *testing.T) {
+// waiting fails the test if w was served (a grant pushed by mistake has
+// had time to arrive).
+func (w *queuedCall) waiting(t *testing.T) {
 	t.Helper()
+	time.Sleep(20 * time.Millisecond)
 	select {
 	case l := <-w.got:
-		t.Fatalf("%s: served (%v) while the permits it asks for are held", w.name, l)
+		t.Fatalf("%s: served (%v) before its turn", w.name, l)
 	default:
 	}
 }
