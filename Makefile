@@ -118,11 +118,13 @@ model: redis
 
 # contend: the contention harness (internal/contend): 8 processes
 # on one key (bare SET NX poll loop, Mutex, FairMutex), the same on one
-# semaphore of 3 permits (bare ZSET poll loop, Semaphore), handoff latency,
-# 10,000 waiters, then uncontended Lock+Unlock beside the bare lock. A few
-# minutes; a short run is part of `make test`. CONTENDFLAGS e.g.
-# "-contend.procs 4 -contend.duration 5s", "-contend.permits 2", or
-# "-contend.kinds baresem,semaphore" for the semaphore run alone.
+# semaphore of 3 permits (bare ZSET poll loop, Semaphore) and on one
+# read-write lock with one write in 4 (bare ZSET RW poll loop, RWMutex),
+# handoff latency, 10,000 waiters, then uncontended Lock+Unlock beside the
+# bare lock. A few minutes; a short run is part of `make test`.
+# CONTENDFLAGS e.g. "-contend.procs 4 -contend.duration 5s",
+# "-contend.permits 2", or "-contend.kinds baresem,semaphore" for the
+# semaphore run alone ("barerw,rw" for the read-write run).
 CONTENDFLAGS ?=
 contend: redis
 	$(GO) test -count=1 -timeout 60m -run '^TestContention$$' -v ./internal/contend -args -contend.full $(CONTENDFLAGS)

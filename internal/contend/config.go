@@ -51,16 +51,21 @@ type Config struct {
 	// processes are Procs.
 	Permits int
 
+	// WriteEvery makes one section in WriteEvery a write in the
+	// read-write run (default 4: one write in 4), the others reads; its
+	// processes are Procs.
+	WriteEvery int
+
 	// Kinds are the lock kinds measured (default AllKinds). The locks
 	// (bare, mutex, fair) run on one key; the handoff and waiter runs take
-	// the core locks among them; the semaphores (baresem, semaphore) have a
-	// run of their own.
+	// the core locks among them; the semaphores (baresem, semaphore) and
+	// the read-write locks (barerw, rw) have runs of their own.
 	Kinds []Kind
 }
 
 // Smoke returns the short configuration `make test` runs: every part, few
 // processes, a second per kind, 200 waiters, two permits (so that the
-// semaphores' three processes contend too).
+// semaphores' three processes contend too), one write in 4.
 func Smoke(addr, exe string) Config {
 	return Config{
 		Addr: addr, WorkerExe: exe,
@@ -95,6 +100,7 @@ func (c Config) withDefaults() (Config, error) {
 	defD(&c.Blocked, 10*time.Second)
 	defD(&c.Drain, 5*time.Minute)
 	def(&c.Permits, 3)
+	def(&c.WriteEvery, 4)
 	if len(c.Kinds) == 0 {
 		c.Kinds = AllKinds
 	}
@@ -108,10 +114,39 @@ func (c Config) withDefaults() (Config, error) {
 
 // Which kinds a part of the run measures (Config.kinds).
 var (
-	lockKinds     = func(k Kind) bool { return k.exclusive() }
-	coreLockKinds = func(k Kind) bool { return k.exclusive() && !k.bare() }
-	semKinds      = func(k Kind) bool { return !k.exclusive() }
+	lockKinds     = func(k Kind) bool { return k.family() == familyLock }
+	coreLockKinds = func(k Kind) bool { return k.family() == familyLock && !k.bare() }
+	semKinds      = func(k Kind) bool { return k.family() == familySem }
+	rwKinds       = func(k Kind) bool { return k.family() == familyRW }
 )
+
+// permits returns how many critical sections of kind k may be open at
+// once: 1 for a lock, Permits for a semaphore, and 0 (no bound on the
+// readers) for a read-write lock.
+func (c Config) permits(k Kind) int {
+	switch k.family() {
+	case familySem:
+		return c.Permits
+	case familyRW:
+		return 0
+	}
+	return 1
+}
+
+// writeEvery returns the read-write run's WriteEvery for kind k, and 0 for
+// the kinds that have no read side.
+func (c Config) writeEvery(k Kind) int {
+	if k.family() == familyRW {
+		return c.WriteEvery
+	}
+	return 0
+}
+
+// writes reports whether the i-th critical section (from 0) of process
+// proc is a write, in a read-write run with one write in every: every
+// every-th section, the processes' turns staggered so that they do not
+// all write at once.
+func writes(proc, i, every int) bool { return every > 0 && (i+proc)%every == 0 }
 
 // kinds returns the kinds of c.Kinds that keep, in the order of AllKinds
 // (the baseline first).

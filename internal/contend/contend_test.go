@@ -32,7 +32,7 @@ var (
 	waiters  = flag.Int("contend.waiters", 0, "waiters on one lock (full run; default 10000)")
 	permits  = flag.Int("contend.permits", 0, "the semaphore run's permit count (full run; default 3)")
 	kinds    = flag.String("contend.kinds", "", "comma-separated kinds to measure, of "+fmt.Sprint(AllKinds)+
-		" (default all; e.g. baresem,semaphore runs the semaphore part alone)")
+		" (default all; e.g. baresem,semaphore runs the semaphore part alone, barerw,rw the read-write part)")
 )
 
 // TestContention runs the harness: by default the smoke run (part of `make
@@ -82,6 +82,7 @@ func checkReport(t *testing.T, rep *Report) {
 	cfg := rep.Config
 	checkContended(t, "contended runs", rep.Throughput, cfg.kinds(lockKinds), 1, cfg)
 	checkContended(t, "semaphore runs", rep.Semaphore, cfg.kinds(semKinds), cfg.Permits, cfg)
+	checkContended(t, "read-write runs", rep.RW, cfg.kinds(rwKinds), 0, cfg)
 	if want := len(cfg.kinds(coreLockKinds)); len(rep.Handoff) != want {
 		t.Errorf("handoff runs: got %d, want %d", len(rep.Handoff), want)
 	}
@@ -109,7 +110,8 @@ func checkReport(t *testing.T, rep *Report) {
 }
 
 // checkContended checks the contended runs of one part: one per kind of
-// kinds, each with permits critical sections allowed at once.
+// kinds, each with permits critical sections allowed at once (0: a
+// read-write lock's, any number of reads or one write).
 func checkContended(t *testing.T, part string, rows []Throughput, kinds []Kind, permits int, cfg Config) {
 	t.Helper()
 	if len(rows) != len(kinds) {
@@ -127,11 +129,19 @@ func checkContended(t *testing.T, part string, rows []Throughput, kinds []Kind, 
 		switch {
 		case r.Overlaps != 0 && permits == 1:
 			t.Errorf("%s: %d critical sections overlapped an earlier one: the lock was not exclusive", name, r.Overlaps)
+		case r.Overlaps != 0 && permits == 0:
+			t.Errorf("%s: %d critical sections overlapped a write (a write began while another section was open, or a section while a write was)", name, r.Overlaps)
+		case permits == 0 && r.MaxOpen < 2:
+			t.Errorf("%s: at most %d critical section open at once: the readers of %d processes never read together", name, r.MaxOpen, r.Procs)
+		case permits == 0:
 		case r.Overlaps != 0 || r.MaxOpen > permits:
 			t.Errorf("%s: %d critical sections began while all %d permits were held (at most %d open at once)", name, r.Overlaps, permits, r.MaxOpen)
 		case r.MaxOpen < min(2, permits, r.Procs):
 			t.Errorf("%s: at most %d critical section open at once, with %d permits and %d processes: the semaphore let one in at a time",
 				name, r.MaxOpen, permits, r.Procs)
+		}
+		if permits == 0 {
+			checkSides(t, r)
 		}
 		if r.Changes < 0 || r.Changes > 100 || r.Idlest < 0 || r.Idlest > r.Busiest || r.Busiest > 100 {
 			t.Errorf("%s: holder changes %.1f %%, shares %.1f / %.1f %%: out of range", name, r.Changes, r.Busiest, r.Idlest)
@@ -170,6 +180,23 @@ func checkContended(t *testing.T, part string, rows []Throughput, kinds []Kind, 
 				t.Errorf("bare semaphore: %.2f in Redis − %.2f sent = %.2f per CS run inside scripts, want 2 per script + 1 ZADD (%.2f)",
 					c.InRedis, c.Sent, inside, 2*c.Scripts+1)
 			}
+		case KindBareRW:
+			// Attempts are scripts; a write is released by a script too, a
+			// read by a ZREM: sent − scripts = the ZREMs.
+			if zrem := c.Commands["zrem"]; math.Abs(c.Sent-c.Scripts-zrem) > 0.01 || zrem <= 0 || zrem >= 1 {
+				t.Errorf("bare RW lock: %.3f sent − %.3f scripts per CS, want the reads' ZREMs (%.3f, between 0 and 1)", c.Sent, c.Scripts, zrem)
+			}
+		case KindRW:
+			// An acquire script and a release script per section; waiters
+			// are granted by a release (no polling, no herd): a grant is at
+			// most one push per waiter granted (a grant per section) and a
+			// notice.
+			if c.Scripts < 2 || c.Scripts > 2.5 {
+				t.Errorf("RW lock: %.3f scripts per critical section, want 2 (acquire, release) and the waiters' rare keep calls", c.Scripts)
+			}
+			if c.Publishes > 2.01 {
+				t.Errorf("RW lock: %.3f PUBLISH per critical section, want at most 2 (its grant and a notice)", c.Publishes)
+			}
 		case KindSemaphore:
 			// An acquire script and a release script per section, waiters
 			// granted by the release (no polling, no herd): at most one push
@@ -180,6 +207,32 @@ func checkContended(t *testing.T, part string, rows []Throughput, kinds []Kind, 
 			if c.Publishes > 1.01 {
 				t.Errorf("semaphore: %.3f PUBLISH per critical section, want at most 1 (the grant of the permit it frees)", c.Publishes)
 			}
+		}
+	}
+}
+
+// checkSides checks a read-write run's two sides: they add up to the run,
+// every process wrote one section in WriteEvery, and each side's waits
+// are ordered.
+func checkSides(t *testing.T, r Throughput) {
+	t.Helper()
+	name := r.Kind.Label()
+	rd, wr := r.Reads, r.Writes
+	if rd.Sections+wr.Sections != r.Sections || math.Abs(rd.PerSec+wr.PerSec-r.PerSec) > 0.01 {
+		t.Errorf("%s: %d reads (%.1f/s) + %d writes (%.1f/s), want the run's %d (%.1f/s)",
+			name, rd.Sections, rd.PerSec, wr.Sections, wr.PerSec, r.Sections, r.PerSec)
+	}
+	// Each process's sections in the window are consecutive, one in
+	// WriteEvery of them a write: off by less than one per process.
+	if want := float64(r.Sections) / float64(r.WriteEvery); wr.Sections == 0 || math.Abs(float64(wr.Sections)-want) > float64(r.Procs) {
+		t.Errorf("%s: %d writes of %d sections, want about 1 in %d (%.0f, ± %d)", name, wr.Sections, r.Sections, r.WriteEvery, want, r.Procs)
+	}
+	for _, s := range []struct {
+		side string
+		Side
+	}{{"reads", rd}, {"writes", wr}} {
+		if s.WaitP50 < 0 || s.WaitP50 > s.WaitP99 || s.WaitP99 > s.WaitMax || s.WaitMax > r.WaitMax {
+			t.Errorf("%s %s: waits p50 %v, p99 %v, max %v (the run's max %v): not ordered", name, s.side, s.WaitP50, s.WaitP99, s.WaitMax, r.WaitMax)
 		}
 	}
 }

@@ -1,12 +1,13 @@
 // Package contend is keylock's contention harness: it measures how the
-// engine's locks and semaphore behave when many processes want one at
-// once, beside a hand-rolled one (a bare SET NX lock, a ZSET semaphore) in
-// the same run, so engine changes are judged by numbers. `make contend`
-// runs it in full (a few minutes) and prints Markdown tables; a short run,
-// which checks only that every measurement ran and its numbers are
-// consistent (never how fast), is part of `make test`. Config.Kinds chooses
-// the kinds measured (the test's -contend.kinds flag: baresem,semaphore
-// runs the semaphore part alone).
+// engine's locks, semaphore and read-write lock behave when many processes
+// want one at once, beside a hand-rolled one (a bare SET NX lock, a ZSET
+// semaphore, a ZSET read-write lock) in the same run, so engine changes are
+// judged by numbers. `make contend` runs it in full (a few minutes) and
+// prints Markdown tables; a short run, which checks only that every
+// measurement ran and its numbers are consistent (never how fast), is part
+// of `make test`. Config.Kinds chooses the kinds measured (the test's
+// -contend.kinds flag: baresem,semaphore runs the semaphore part alone,
+// barerw,rw the read-write part).
 //
 // Everything goes through core's public API. The driver ([Run]) starts
 // worker processes (the test binary again, with [WorkerEnv] set, running
@@ -54,6 +55,23 @@
 // (without holder changes), plus the most sections open at once and the
 // sections that began while Permits others were open — more than Permits
 // at once is always a failure.
+//
+// # Read-write lock
+//
+// The same Procs processes (a fresh set) on one read-write lock, each
+// looping for Duration: one section in WriteEvery (default 4; by the
+// section's index in its process, the processes' turns staggered) takes
+// the write side (Lock), the others the read side (RLock) → 1 ms critical
+// section → Unlock. First the bare read-write lock users write by hand (a
+// script over a ZSET of readers scored by lease deadline and a writer key
+// lets a reader in when no writer holds the lock, a writer when no writer
+// and no reader does; a refusal retried every 1 ms; a reader leaves by
+// ZREM, a writer by compare-and-delete; no writer preference, so readers
+// can starve a writer), then core.RWMutex. Reported per kind as the
+// semaphore runs are, with the throughput and the waits of reads and
+// writes apart, the most sections open at once (readers together) and the
+// sections that overlapped a write (a write that began while any section
+// was open, or a section that began while a write was) — always a failure.
 //
 // # Handoff
 //

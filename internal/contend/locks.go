@@ -36,14 +36,25 @@ const (
 	// KindSemaphore is core.Semaphore, each holder taking one permit
 	// (Acquire(ctx, 1)).
 	KindSemaphore Kind = "semaphore"
+	// KindBareRW is the hand-rolled read-write lock core.RWMutex replaces:
+	// a script over a ZSET of readers scored by their lease deadline and a
+	// writer key lets a reader in when there is no writer, a writer when
+	// there is no writer and no live reader; a refusal is retried every
+	// PollEvery; a reader leaves by ZREM, a writer by compare-and-delete.
+	// No line, no writer preference (a stream of readers can starve a
+	// writer), no renewal, fencing or wake-ups.
+	KindBareRW Kind = "barerw"
+	// KindRW is core.RWMutex: Lock for a write, RLock for a read.
+	KindRW Kind = "rw"
 )
 
 // AllKinds are the kinds a full run measures, in report order: the locks,
-// then the semaphores.
-var AllKinds = []Kind{KindBare, KindMutex, KindFair, KindBareSem, KindSemaphore}
+// the semaphores, then the read-write locks, each part's bare baseline
+// first.
+var AllKinds = []Kind{KindBare, KindMutex, KindFair, KindBareSem, KindSemaphore, KindBareRW, KindRW}
 
 // ParseKinds reads a comma-separated list of kind names ("bare,mutex",
-// "baresem,semaphore").
+// "baresem,semaphore", "barerw,rw").
 func ParseKinds(s string) ([]Kind, error) {
 	var out []Kind
 	for _, name := range strings.Split(s, ",") {
@@ -56,12 +67,28 @@ func ParseKinds(s string) ([]Kind, error) {
 	return out, nil
 }
 
-// exclusive reports whether k is a lock (one holder at a time) rather than
-// a semaphore.
-func (k Kind) exclusive() bool { return k != KindBareSem && k != KindSemaphore }
+// family is the part of a run a kind is measured in, beside the kinds of
+// its family.
+type family int
+
+const (
+	familyLock family = iota // one holder at a time
+	familySem                // up to Config.Permits holders
+	familyRW                 // many readers or one writer
+)
+
+func (k Kind) family() family {
+	switch k {
+	case KindBareSem, KindSemaphore:
+		return familySem
+	case KindBareRW, KindRW:
+		return familyRW
+	}
+	return familyLock
+}
 
 // bare reports whether k is a hand-rolled baseline (no core.Client).
-func (k Kind) bare() bool { return k == KindBare || k == KindBareSem }
+func (k Kind) bare() bool { return k == KindBare || k == KindBareSem || k == KindBareRW }
 
 // Label is how reports name the kind.
 func (k Kind) Label() string {
@@ -76,6 +103,10 @@ func (k Kind) Label() string {
 		return "bare ZSET semaphore, 1 ms poll"
 	case KindSemaphore:
 		return "Semaphore"
+	case KindBareRW:
+		return "bare ZSET RW lock, 1 ms poll"
+	case KindRW:
+		return "RWMutex"
 	}
 	return string(k)
 }
@@ -94,12 +125,22 @@ type held interface {
 
 // locker is one lock (one kind, one name) as one process sees it.
 type locker interface {
-	// lock waits until the lock is acquired or ctx ends.
+	// lock waits until the lock is acquired or ctx ends (a read-write
+	// lock's write side).
 	lock(ctx context.Context) (held, error)
 }
 
+// rwLocker is a read-write lock: lock takes the write side, rlock the read
+// side.
+type rwLocker interface {
+	locker
+	// rlock waits until a read lock is acquired or ctx ends.
+	rlock(ctx context.Context) (held, error)
+}
+
 // newLocker returns the lock of kind k named key; permits is the
-// semaphores' permit count (the locks ignore it). c may be nil for the bare
+// semaphores' permit count (the other kinds ignore it). The read-write
+// kinds' lockers are rwLockers. c may be nil for the bare
 // kinds.
 func newLocker(k Kind, rdb redis.Cmdable, c *core.Client, key, owner string, permits int) (locker, error) {
 	switch k {
@@ -119,6 +160,11 @@ func newLocker(k Kind, rdb redis.Cmdable, c *core.Client, key, owner string, per
 		return coreLock{func(ctx context.Context, opts ...core.LockOption) (*core.Lease, error) {
 			return sem.Acquire(ctx, 1, opts...)
 		}}, nil
+	case KindBareRW:
+		return &bareRW{rdb: rdb, readers: "{" + key + "}:readers", writer: "{" + key + "}:writer", owner: owner}, nil
+	case KindRW:
+		rw := c.RWMutex(key)
+		return coreRW{coreLock{rw.Lock}, coreLock{rw.RLock}}, nil
 	}
 	return nil, fmt.Errorf("contend: unknown lock kind %q", k)
 }
@@ -135,6 +181,14 @@ func (c coreLock) lock(ctx context.Context) (held, error) {
 	}
 	return l, nil
 }
+
+// coreRW is core.RWMutex behind rwLocker.
+type coreRW struct {
+	coreLock          // the write side
+	read     coreLock // the read side
+}
+
+func (c coreRW) rlock(ctx context.Context) (held, error) { return c.read.lock(ctx) }
 
 // compareAndDelete releases the bare lock: delete the key only if it still
 // holds our value.

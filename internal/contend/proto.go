@@ -45,6 +45,7 @@ type request struct {
 	Start   int64         `json:"start,omitempty"`   // run
 	End     int64         `json:"end,omitempty"`     // run
 	Hold    time.Duration `json:"hold,omitempty"`    // run: critical section
+	Every   int           `json:"every,omitempty"`   // run: one write in Every (writes), the rest reads; 0: a lock or semaphore
 	Settle  time.Duration `json:"settle,omitempty"`  // wait: quiet time after the last Wait event
 	Count   int           `json:"count,omitempty"`   // waiters
 }

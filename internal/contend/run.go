@@ -11,8 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Report is one run of the harness: the contended runs of the locks and of
-// the semaphores, the handoffs and the many-waiters runs, with the
+// Report is one run of the harness: the contended runs of the locks, of
+// the semaphores and of the read-write locks, the handoffs and the
+// many-waiters runs, with the
 // configuration and machine they ran on. A part whose kinds were not asked
 // for (Config.Kinds) is empty.
 type Report struct {
@@ -20,11 +21,13 @@ type Report struct {
 	Machine    string
 	Throughput []Throughput
 	Semaphore  []Throughput
+	RW         []Throughput
 	Handoff    []Handoff
 	Herd       []Herd
 }
 
-// Run runs the contended, semaphore, handoff and many-waiters measurements
+// Run runs the contended, semaphore, read-write, handoff and many-waiters
+// measurements
 // (see the package documentation) against the Redis server at cfg.Addr.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg, err := cfg.withDefaults()
@@ -35,10 +38,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer rdb.Close()
 	rep := &Report{Config: cfg, Machine: machine(ctx, rdb)}
 	stats := newStatsReader(rdb)
-	if rep.Throughput, err = runThroughput(ctx, cfg, stats, cfg.kinds(lockKinds), 1); err != nil {
+	if rep.Throughput, err = runThroughput(ctx, cfg, stats, cfg.kinds(lockKinds)); err != nil {
 		return rep, err
 	}
-	if rep.Semaphore, err = runThroughput(ctx, cfg, stats, cfg.kinds(semKinds), cfg.Permits); err != nil {
+	if rep.Semaphore, err = runThroughput(ctx, cfg, stats, cfg.kinds(semKinds)); err != nil {
+		return rep, err
+	}
+	if rep.RW, err = runThroughput(ctx, cfg, stats, cfg.kinds(rwKinds)); err != nil {
 		return rep, err
 	}
 	if rep.Handoff, err = runHandoff(ctx, cfg, stats); err != nil {
@@ -107,6 +113,29 @@ func (r *Report) Write(w io.Writer) {
 		for _, t := range r.Semaphore {
 			if t.Overlaps > 0 {
 				fmt.Fprintf(w, "\n**%s: %d critical sections began while all %d permits were held**\n", t.Kind.Label(), t.Overlaps, t.Permits)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.RW) > 0 {
+		fmt.Fprintf(w, "%d processes on one read-write lock, 1 section in %d a write (Lock), the others reads (RLock), %v critical section, %v per kind (load average before→after):\n\n",
+			c.Procs, c.WriteEvery, c.Hold, c.Duration)
+		fmt.Fprintln(w, "| RW lock | CS/s: all (reads + writes) | vs poll | busiest / idlest | read wait p50 / p99 / max | write wait p50 / p99 / max | most open at once | overlapping a write | sent/CS | scripts/CS | (un)sub/CS | publish/CS | in Redis/CS | Redis CPU/CS | hold | load |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, t := range r.RW {
+			fmt.Fprintf(w, "| %s | %.0f (%.0f + %.0f) | %.2f× | %.1f / %.1f %% | %s / %s / %s | %s / %s / %s | %d | %d | %.2f | %.2f | %.2f | %.2f | %.1f | %.0f µs | %s | %s→%s |\n",
+				t.Kind.Label(), t.PerSec, t.Reads.PerSec, t.Writes.PerSec, t.VsPoll, t.Busiest, t.Idlest,
+				ms(t.Reads.WaitP50), ms(t.Reads.WaitP99), ms(t.Reads.WaitMax),
+				ms(t.Writes.WaitP50), ms(t.Writes.WaitP99), ms(t.Writes.WaitMax), t.MaxOpen, t.Overlaps,
+				t.Cost.Sent, t.Cost.Scripts, t.Cost.Subscribes, t.Cost.Publishes, t.Cost.InRedis, µs(t.Cost.CPU), ms(t.Hold), t.Load[0], t.Load[1])
+		}
+		fmt.Fprintln(w, "\nRedis commands per CS, by name (server-side, scripts' inner commands included):")
+		for _, t := range r.RW {
+			fmt.Fprintf(w, "- %s: %s\n", t.Kind.Label(), t.Cost.top(10))
+		}
+		for _, t := range r.RW {
+			if t.Overlaps > 0 {
+				fmt.Fprintf(w, "\n**%s: %d critical sections overlapped a write (a write began while any section was open, or a section while a write was)**\n", t.Kind.Label(), t.Overlaps)
 			}
 		}
 		fmt.Fprintln(w)

@@ -16,7 +16,7 @@ func TestAnalyzeThroughput(t *testing.T) {
 		{{10 * ms, 15 * ms, 16 * ms, 16 * ms}, {17 * ms, 21 * ms, 22 * ms, 22 * ms}},
 		{},
 	}
-	got := analyzeThroughput(KindMutex, per, 10*ms, 20*ms, 1)
+	got := analyzeThroughput(KindMutex, per, 10*ms, 20*ms, 1, 0)
 	if got.Sections != 3 || got.PerSec != 300 || got.Overlaps != 0 || got.MaxOpen != 1 {
 		t.Errorf("sections %d, %.0f/s, overlaps %d, at most %d open; want 3, 300/s, 0, 1", got.Sections, got.PerSec, got.Overlaps, got.MaxOpen)
 	}
@@ -34,7 +34,7 @@ func TestAnalyzeThroughput(t *testing.T) {
 	}
 
 	per[2] = []section{{11 * ms, 13 * ms, 13*ms + 1, 14 * ms}} // enters while process 0 holds
-	if got := analyzeThroughput(KindMutex, per, 10*ms, 20*ms, 1); got.Overlaps != 1 || got.MaxOpen != 2 {
+	if got := analyzeThroughput(KindMutex, per, 10*ms, 20*ms, 1, 0); got.Overlaps != 1 || got.MaxOpen != 2 {
 		t.Errorf("overlaps %d, at most %d open; want 1, 2", got.Overlaps, got.MaxOpen)
 	}
 }
@@ -51,15 +51,51 @@ func TestAnalyzeThroughputPermits(t *testing.T) {
 		{cs(2, 6), cs(6, 10)}, // three open at 2..4
 		{cs(5, 7)},            // begins as process 1's first ends: three open
 	}
-	got := analyzeThroughput(KindSemaphore, per, 0, 20*ms, 3)
+	got := analyzeThroughput(KindSemaphore, per, 0, 20*ms, 3, 0)
 	if got.MaxOpen != 3 || got.Overlaps != 0 || got.Permits != 3 {
 		t.Errorf("3 permits: at most %d open, %d began with all held, permits %d; want 3, 0, 3", got.MaxOpen, got.Overlaps, got.Permits)
 	}
-	if got := analyzeThroughput(KindSemaphore, per, 0, 20*ms, 2); got.MaxOpen != 3 || got.Overlaps != 4 {
+	if got := analyzeThroughput(KindSemaphore, per, 0, 20*ms, 2, 0); got.MaxOpen != 3 || got.Overlaps != 4 {
 		t.Errorf("2 permits: at most %d open, %d began with all held; want 3, 4 (at 2, 4, 5 and 6 ms)", got.MaxOpen, got.Overlaps)
 	}
 	per[3] = append(per[3], cs(3, 4)) // a fourth at 3..4
-	if got := analyzeThroughput(KindSemaphore, per, 0, 20*ms, 3); got.MaxOpen != 4 || got.Overlaps != 1 {
+	if got := analyzeThroughput(KindSemaphore, per, 0, 20*ms, 3, 0); got.MaxOpen != 4 || got.Overlaps != 1 {
 		t.Errorf("3 permits, four open at 3 ms: at most %d open, %d began with all held; want 4, 1", got.MaxOpen, got.Overlaps)
+	}
+}
+
+// TestAnalyzeThroughputRW checks a read-write run's arithmetic: which
+// sections are writes (one in every, the processes staggered), reads open
+// together, a write alone, and the two sides' counts and waits.
+func TestAnalyzeThroughputRW(t *testing.T) {
+	ms := int64(time.Millisecond)
+	cs := func(call, begin, end int64) section { return section{call * ms, begin * ms, end * ms, end * ms} }
+	// One write in 3: process 0's section 0, process 1's section 2,
+	// process 2's section 1.
+	per := [][]section{
+		{cs(0, 0, 2), cs(2, 6, 8), cs(8, 9, 10)},   // write 0..2, read 6..8, read 9..10
+		{cs(0, 2, 4), cs(4, 4, 5), cs(10, 11, 12)}, // read 2..4, read 4..5, write 11..12
+		{cs(0, 3, 6), cs(6, 8, 9)},                 // read 3..6 (with process 1's), write 8..9
+	}
+	got := analyzeThroughput(KindRW, per, 0, 20*ms, 0, 3)
+	if got.Overlaps != 0 || got.MaxOpen != 2 {
+		t.Errorf("overlaps %d, at most %d open; want 0, 2 (two reads at 3 ms and at 4 ms)", got.Overlaps, got.MaxOpen)
+	}
+	if got.Sections != 8 || got.Reads.Sections != 5 || got.Writes.Sections != 3 || got.Reads.PerSec != 250 || got.Writes.PerSec != 150 {
+		t.Errorf("sections %d = %d reads (%.0f/s) + %d writes (%.0f/s); want 8 = 5 (250/s) + 3 (150/s)",
+			got.Sections, got.Reads.Sections, got.Reads.PerSec, got.Writes.Sections, got.Writes.PerSec)
+	}
+	if got.Reads.WaitMax != 4*time.Millisecond || got.Writes.WaitMax != 2*time.Millisecond || got.WaitMax != 4*time.Millisecond {
+		t.Errorf("longest waits: reads %v, writes %v, all %v; want 4ms, 2ms, 4ms", got.Reads.WaitMax, got.Writes.WaitMax, got.WaitMax)
+	}
+
+	per[2][1] = cs(6, 7, 8) // a write beginning while process 0 reads
+	if got := analyzeThroughput(KindRW, per, 0, 20*ms, 0, 3); got.Overlaps != 1 {
+		t.Errorf("a write during a read: %d overlaps, want 1", got.Overlaps)
+	}
+	per[2][1] = cs(6, 8, 9)
+	per[2][0] = cs(0, 1, 6) // a read beginning while process 0 writes
+	if got := analyzeThroughput(KindRW, per, 0, 20*ms, 0, 3); got.Overlaps != 1 || got.MaxOpen != 2 {
+		t.Errorf("a read during a write: %d overlaps, at most %d open; want 1, 2", got.Overlaps, got.MaxOpen)
 	}
 }

@@ -193,15 +193,21 @@ func (w *worker) open(req request) {
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
 	defer cancel()
+	sides := []func(context.Context) (held, error){warm.lock}
+	if rw, ok := warm.(rwLocker); ok {
+		sides = append(sides, rw.rlock)
+	}
 	for range 2 {
-		h, err := warm.lock(ctx)
-		if err == nil {
-			err = h.Unlock(ctx)
-		}
-		if err != nil {
-			w.closeLock()
-			w.fail(evOpen, fmt.Errorf("warm-up: %w", err))
-			return
+		for _, take := range sides {
+			h, err := take(ctx)
+			if err == nil {
+				err = h.Unlock(ctx)
+			}
+			if err != nil {
+				w.closeLock()
+				w.fail(evOpen, fmt.Errorf("warm-up: %w", err))
+				return
+			}
 		}
 	}
 	w.reply(reply{Ev: evOpen, Sent: w.sent.n.Load()})
@@ -228,16 +234,27 @@ func (w *worker) closeLock() {
 // run takes the lock over and over from req.Start until req.End (event.Now
 // times), holding it req.Hold each time, and reports every critical section.
 // A Lock that is waiting at End is let finish: its section is reported, and
-// the driver counts it as a wait still open at End.
+// the driver counts it as a wait still open at End. A read-write lock is
+// taken for a write one time in req.Every (the sections writes names),
+// for a read the other times.
 func (w *worker) run(req request) {
 	sent0 := w.sent.n.Load()
 	ctx, cancel := context.WithTimeout(w.ctx, time.Duration(req.End-event.Now())+time.Minute)
 	defer cancel()
+	take := func(int) func(context.Context) (held, error) { return w.lk.lock }
+	if rw, ok := w.lk.(rwLocker); ok && req.Every > 0 {
+		take = func(i int) func(context.Context) (held, error) {
+			if writes(w.id, i, req.Every) {
+				return rw.lock
+			}
+			return rw.rlock
+		}
+	}
 	time.Sleep(time.Duration(req.Start - event.Now()))
 	cs := make([]section, 0, 1024)
 	for event.Now() < req.End {
 		t0 := event.Now()
-		h, err := w.lk.lock(ctx)
+		h, err := take(len(cs))(ctx)
 		t1 := event.Now()
 		if err != nil {
 			w.fail(evRun, fmt.Errorf("lock after %d sections: %w", len(cs), err))
