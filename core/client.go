@@ -4,13 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"github.com/keylock/keylock/core/internal/hub"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/hub"
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 // Client takes locks on one Redis deployment (single node, Sentinel or
@@ -32,9 +34,9 @@ type Client struct {
 
 	places placeKeeper // waiters' places in line (wait_place.go)
 
-	scripts     *scriptCache // SHAs of the scripts, shared per rdb (scripts.go)
-	scriptsOnce sync.Once    // SCRIPT LOAD of every script before the first call
-	refusals    sync.Map     // optional commands refused and reported (refused.go)
+	scripts     *script.Cache // SHAs of the scripts, shared per rdb (package script)
+	scriptsOnce sync.Once     // SCRIPT LOAD of every script before the first call
+	refusals    sync.Map      // optional commands refused and reported (refused.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -81,7 +83,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		done:  make(chan struct{}),
 	}
 	c.grace, c.cancelGrace = context.WithCancel(context.Background())
-	c.scripts = attachScripts(rdb)
+	c.scripts = script.Attach(rdb)
 
 	c.hub = hub.New(rdb, &c.wg, keyPrefix, ErrClosed)
 	c.restart = newRestartWatch(restartWatchParams{
@@ -138,7 +140,7 @@ func (c *Client) Close() error {
 	}
 	c.hub.Close()
 	c.wg.Wait()
-	detachScripts(c.rdb)
+	script.Detach(c.rdb)
 	return nil
 }
 

@@ -6,19 +6,22 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 // ScriptSHAs loads every embedded script on rdb with SCRIPT LOAD and
 // returns the SHA the server answered for each, by name. Nothing is hashed
 // here: the SHAs come from the server, as in a Client.
 func ScriptSHAs(ctx context.Context, rdb redis.Scripter) (map[string]string, error) {
-	m := make(map[string]string, len(allScripts))
-	for name, s := range allScripts {
-		sha, err := rdb.ScriptLoad(ctx, s.src).Result()
+	all := script.All()
+	m := make(map[string]string, len(all))
+	for _, s := range all {
+		sha, err := rdb.ScriptLoad(ctx, s.Body()).Result()
 		if err != nil {
 			return nil, err
 		}
-		m[name] = sha
+		m[s.Name()] = sha
 	}
 	return m, nil
 }
@@ -32,7 +35,14 @@ func SetMaxOutageWait(d time.Duration) (restore func()) {
 
 // ScriptBody returns the body of an embedded script (its libraries first),
 // as it is sent with EVAL.
-func ScriptBody(name string) string { return allScripts[name].src }
+func ScriptBody(name string) string {
+	for _, s := range script.All() {
+		if s.Name() == name {
+			return s.Body()
+		}
+	}
+	return ""
+}
 
 // ScriptNameOf names the embedded script a script call runs, "" for none:
 // an EVAL by its body, an EVALSHA by the SHA a server gave a Client for it
@@ -40,22 +50,13 @@ func ScriptBody(name string) string { return allScripts[name].src }
 func ScriptNameOf(command, bodyOrSHA string) string {
 	switch strings.ToLower(command) {
 	case "eval":
-		if s := bodyOf(redis.NewCmd(context.Background(), "eval", bodyOrSHA)); s != nil {
-			return s.name
+		if s := script.Of(redis.NewCmd(context.Background(), "eval", bodyOrSHA)); s != nil {
+			return s.Name()
 		}
 	case "evalsha":
-		name := ""
-		scriptCaches.m.Range(func(_, v any) bool {
-			sc := v.(*scriptCache)
-			for _, s := range scriptList {
-				if sc.sha(s) == bodyOrSHA {
-					name = s.name
-					return false
-				}
-			}
-			return true
-		})
-		return name
+		if s := script.BySHA(bodyOrSHA); s != nil {
+			return s.Name()
+		}
 	}
 	return ""
 }

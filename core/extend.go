@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 var (
-	scriptHoldExtend   = registerScript("hold_extend", "lib_fence", "lib_hold")
-	scriptHolderExtend = registerScript("holder_extend", "lib_fence", "lib_lease")
+	scriptHoldExtend   = script.Register("hold_extend", "lib_fence", "lib_hold")
+	scriptHolderExtend = script.Register("holder_extend", "lib_fence", "lib_lease")
 )
 
 // extender is a protocol whose holds can be extended (Lease.Extend). id
@@ -111,27 +113,27 @@ func decodeExtend(v any, err error) (time.Duration, bool, error) {
 }
 
 func (m *Mutex) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return decodeExtend(scriptHoldExtend.run(ctx, m.c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
+	return decodeExtend(scriptHoldExtend.Run(ctx, m.c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
 		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)).Result())
 }
 
 func (a fairAttempt) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return decodeExtend(scriptHoldExtend.run(ctx, a.c.rdb, []string{a.k.lock, a.k.sub("ext:" + id)},
+	return decodeExtend(scriptHoldExtend.Run(ctx, a.c.rdb, []string{a.k.lock, a.k.sub("ext:" + id)},
 		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)).Result())
 }
 
 func (w rwWrite) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return decodeExtend(scriptHoldExtend.run(ctx, w.c.rdb, []string{w.k.lock, w.k.sub("ext:" + id)},
+	return decodeExtend(scriptHoldExtend.Run(ctx, w.c.rdb, []string{w.k.lock, w.k.sub("ext:" + id)},
 		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)).Result())
 }
 
 func (rd rwRead) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return decodeExtend(scriptHolderExtend.run(ctx, rd.c.rdb, []string{rd.readers, rd.counts, rd.k.sub("ext:" + id)},
+	return decodeExtend(scriptHolderExtend.Run(ctx, rd.c.rdb, []string{rd.readers, rd.counts, rd.k.sub("ext:" + id)},
 		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL), "1").Result())
 }
 
 func (a semAttempt) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return decodeExtend(scriptHolderExtend.run(ctx, a.c.rdb, []string{a.expiry, a.k.lock, a.k.sub("ext:" + id)},
+	return decodeExtend(scriptHolderExtend.Run(ctx, a.c.rdb, []string{a.expiry, a.k.lock, a.k.sub("ext:" + id)},
 		a.holder, "0", ms(r.lease), ms(receiptTTL), "0").Result())
 }
 
@@ -144,7 +146,7 @@ func (a *redlockAttempt) extend(ctx context.Context, r renewal, id string) (time
 	}
 	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
 		m := a.nodes[i]
-		left, ok, err := decodeExtend(scriptHoldExtend.run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
+		left, ok, err := decodeExtend(scriptHoldExtend.Run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
 			r.owner, tokenArg(a.nodeToken(i)), ms(r.lease), ms(receiptTTL)).Result())
 		if ok {
 			return nodeReply{status: 1, val: left.Milliseconds(), err: err}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 // DefaultFairWaiterTimeout is how long a fair lock's waiter keeps its place
@@ -13,9 +15,9 @@ import (
 const DefaultFairWaiterTimeout = 5 * time.Second
 
 var (
-	scriptFairAcquire = registerScript("fair_acquire", "lib_fence", "lib_queue", "lib_attempt", "lib_hold")
-	scriptFairRelease = registerScript("fair_release", "lib_fence", "lib_queue", "lib_attempt", "lib_hold")
-	scriptFairLeave   = registerScript("fair_leave", "lib_fence", "lib_queue")
+	scriptFairAcquire = script.Register("fair_acquire", "lib_fence", "lib_queue", "lib_attempt", "lib_hold")
+	scriptFairRelease = script.Register("fair_release", "lib_fence", "lib_queue", "lib_attempt", "lib_hold")
+	scriptFairLeave   = script.Register("fair_leave", "lib_fence", "lib_queue")
 )
 
 // FairMutex is a distributed reentrant mutex that serves waiters in arrival
@@ -194,7 +196,7 @@ func (f *FairMutex) lineKey() string             { return f.queue }
 func (f *FairMutex) placeTimeout() time.Duration { return f.waiterTimeout }
 
 func (f *FairMutex) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
-	return scriptFairKeep.run(ctx, f.c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.standing, f.chPrefix},
+	return scriptFairKeep.Run(ctx, f.c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.standing, f.chPrefix},
 		append([]any{pub, ms(ttl)}, places...)...)
 }
 
@@ -228,7 +230,7 @@ func (a fairAttempt) abort(ctx context.Context, t try) error {
 	if err != nil {
 		return err
 	}
-	return scriptFairLeave.run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix, a.standing}, t.owner, pub, t.id).Err()
+	return scriptFairLeave.Run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix, a.standing}, t.owner, pub, t.id).Err()
 }
 
 func (a fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd {
@@ -236,7 +238,7 @@ func (a fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, r renewal)
 }
 
 func (a fairAttempt) renewOne(ctx context.Context, r renewal) (bool, error) {
-	return decodeRenew(scriptMutexRenew.run(ctx, a.c.rdb, []string{a.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
+	return decodeRenew(scriptMutexRenew.Run(ctx, a.c.rdb, []string{a.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
 }
 
 func (a fairAttempt) release(ctx context.Context, r releaseArgs) (releaseReply, error) {
@@ -248,7 +250,7 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptFairRelease.run(ctx, a.c.rdb,
+	return decodeRelease(scriptFairRelease.Run(ctx, a.c.rdb,
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix, a.k.fence, a.standing},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
 		ms(fenceTTL), ms(a.claimWindow), ms(receiptTTL)))

@@ -3,9 +3,11 @@ package core
 import (
 	"context"
 	"fmt"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
-var scriptForceUnlock = registerScript("force_unlock", "lib_fence", "lib_queue", "lib_inspect")
+var scriptForceUnlock = script.Register("force_unlock", "lib_fence", "lib_queue", "lib_inspect")
 
 // ForceUnlockResult reports what ForceUnlock removed.
 type ForceUnlockResult struct {
@@ -99,7 +101,7 @@ func (c *Client) forceUnlock(ctx context.Context, name string) (*ForceUnlockResu
 	// it, or it arrived late) answers the first copy's result and frees
 	// nothing — not the hold of a waiter the first copy woke.
 	ks = append(ks, k.ch+":", k.sub("force:"+c.newID()))
-	v, err := scriptForceUnlock.run(ctx, c.rdb, ks, pub, inspectQueueLimit, ms(receiptTTL)).Result()
+	v, err := scriptForceUnlock.Run(ctx, c.rdb, ks, pub, inspectQueueLimit, ms(receiptTTL)).Result()
 	if err != nil {
 		return nil, err
 	}

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
-var scriptInspect = registerScript("inspect_lock", "lib_fence", "lib_inspect")
+var scriptInspect = script.Register("inspect_lock", "lib_fence", "lib_inspect")
 
 // KindRW is the Kind Inspect reports for a read-write lock (its holders are
 // KindRead or KindWrite).
@@ -186,8 +188,8 @@ func (c *Client) InspectNames(ctx context.Context, names []string) ([]*LockState
 	states := make([]*LockState, len(names))
 	for i, n := range names {
 		v, err := cmds[i].Result()
-		if isNoScript(err) {
-			v, err = scriptInspect.run(ctx, c.rdb, lockKeys(newKeys(n)), inspectQueueLimit).Result()
+		if script.IsNoScript(err) {
+			v, err = scriptInspect.Run(ctx, c.rdb, lockKeys(newKeys(n)), inspectQueueLimit).Result()
 		}
 		if err != nil {
 			return nil, wrapRedis("inspect", n, err)

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 var (
-	scriptRedlockAcquire = registerScript("redlock_acquire", "lib_fence", "lib_attempt", "lib_hold")
-	scriptRedlockFence   = registerScript("redlock_fence")
+	scriptRedlockAcquire = script.Register("redlock_acquire", "lib_fence", "lib_attempt", "lib_hold")
+	scriptRedlockFence   = script.Register("redlock_fence")
 )
 
 // minNodeTimeout is the least time a node's attempt is given when little
@@ -368,7 +370,7 @@ func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Dur
 	}
 	replies2, got := fanout(sub, a.nodeTimeout(lease), func(j int, c *Client) nodeReply {
 		m := a.nodes[raise[j]]
-		n, err := scriptRedlockFence.run(ctx, c.rdb, []string{m.k.lock, m.k.fence, m.k.receipt(round)}, owner, tok, ms(fenceTTL)).Int64()
+		n, err := scriptRedlockFence.Run(ctx, c.rdb, []string{m.k.lock, m.k.fence, m.k.receipt(round)}, owner, tok, ms(fenceTTL)).Int64()
 		return nodeReply{status: n, err: err}
 	}, nil)
 	for j, i := range raise {
@@ -459,7 +461,7 @@ func (a *redlockAttempt) renewOne(ctx context.Context, r renewal) (bool, error) 
 	}
 	replies, got := fanoutUntil(a.clients, bound, func(i int, c *Client) nodeReply {
 		m := a.nodes[i]
-		ok, err := decodeRenew(scriptMutexRenew.run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(a.nodeToken(i))))
+		ok, err := decodeRenew(scriptMutexRenew.Run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(a.nodeToken(i))))
 		if ok {
 			return nodeReply{status: 1, err: err}
 		}

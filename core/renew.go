@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 // The renewal loop (the watchdog): one goroutine per Client ticks every
@@ -243,7 +245,7 @@ func (c *Client) renewChunk(ctx context.Context, items []renewItem, budget time.
 	// bodies (EVAL), which works whether or not the load did.
 	noScript := false
 	for i := range items {
-		if isNoScript(items[i].err) {
+		if script.IsNoScript(items[i].err) {
 			noScript = true
 			break
 		}
@@ -251,7 +253,7 @@ func (c *Client) renewChunk(ctx context.Context, items []renewItem, budget time.
 	if noScript {
 		c.loadAllScripts(ctx)
 		withBodies := func() redis.Pipeliner { return pipelineWithBodies(c.rdb) }
-		c.pipeRenewals(ctx, withBodies, items, func(i int) bool { return isNoScript(items[i].err) })
+		c.pipeRenewals(ctx, withBodies, items, func(i int) bool { return script.IsNoScript(items[i].err) })
 	}
 	c.applyRenewals(sent, items)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 // On a single Redis node (a *redis.Client: standalone or Sentinel) the
@@ -25,11 +27,11 @@ import (
 // command. Renewals by a script the batch does not stand in for, and a hold
 // alone in its slot, are sent as they are.
 
-var scriptRenewBatch = registerScript("renew_batch", "lib_fence", "lib_lease", "lib_renew")
+var scriptRenewBatch = script.Register("renew_batch", "lib_fence", "lib_lease", "lib_renew")
 
 // batchShape says how renew_batch runs a renewal by script s: 'o' as
 // mutex_renew (one key), 'h' as lease_renew (two keys), 0 not at all.
-func batchShape(s *script) (shape string, keys int) {
+func batchShape(s *script.Script) (shape string, keys int) {
 	switch s {
 	case scriptMutexRenew:
 		return "o", 1
@@ -73,7 +75,7 @@ func (c *Client) queueBatches(ctx context.Context, pipe redis.Pipeliner, items [
 		// eval, body, numkeys, keys..., owner, lease, token
 		if len(args) >= 3 {
 			n, _ := args[2].(int)
-			if shape, nk := batchShape(bodyOf(cmd)); nk > 0 && n == nk && len(args) == 3+nk+3 {
+			if shape, nk := batchShape(script.Of(cmd)); nk > 0 && n == nk && len(args) == 3+nk+3 {
 				if slot, ok := keysSlot(args[3 : 3+nk]); ok {
 					b := bySlot[slot]
 					if b == nil {
@@ -130,7 +132,7 @@ func keysSlot(keys []any) (int, bool) {
 // loading the scripts).
 func isErrorReply(err error) bool {
 	var rerr redis.Error
-	return err != nil && errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && !isNoScript(err)
+	return err != nil && errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && !script.IsNoScript(err)
 }
 
 // decodeBatch hands each item of a renew_batch call its outcome.

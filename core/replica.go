@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 // ErrReplicaSync reports that a lock was taken on the master but not
@@ -89,11 +91,11 @@ const noReplicaCheck = -1
 // WAIT follows in the same pipeline, and acked says how many replicas
 // acknowledged the script's writes of how many asked for; otherwise
 // acked.got is noReplicaCheck.
-func (c *Client) evalWrite(ctx context.Context, s *script, keys []string, args ...any) (v any, acked acks, err error) {
+func (c *Client) evalWrite(ctx context.Context, s *script.Script, keys []string, args ...any) (v any, acked acks, err error) {
 	rs := c.cfg.replica
 	none := acks{got: noReplicaCheck}
 	if rs == nil || rs.unsupported.Load() {
-		v, err = s.run(ctx, c.rdb, keys, args...).Result()
+		v, err = s.Run(ctx, c.rdb, keys, args...).Result()
 		return v, none, err
 	}
 	var target redis.UniversalClient = c.rdb
@@ -112,7 +114,7 @@ func (c *Client) evalWrite(ctx context.Context, s *script, keys []string, args .
 		want = rs.count.of(ctx, target)
 	}
 	if want == 0 { // AllReplicas of a master without replicas
-		v, err = s.run(ctx, target, keys, args...).Result()
+		v, err = s.Run(ctx, target, keys, args...).Result()
 		return v, none, err
 	}
 	v, wait, err := evalWait(ctx, target, c.scripts, s, keys, args, want, rs.timeout)
@@ -138,12 +140,12 @@ func (c *Client) evalWrite(ctx context.Context, s *script, keys []string, args .
 
 // evalWait sends EVALSHA and WAIT in one pipeline, and again with EVAL when
 // the server answered NOSCRIPT (WAIT then had nothing to wait for).
-func evalWait(ctx context.Context, target redis.Cmdable, sc *scriptCache, s *script, keys []string, args []any, want int, timeout time.Duration) (any, *redis.IntCmd, error) {
-	pipe := redis.Pipeliner(scriptPipe{Pipeliner: target.Pipeline(), cache: sc})
+func evalWait(ctx context.Context, target redis.Cmdable, sc *script.Cache, s *script.Script, keys []string, args []any, want int, timeout time.Duration) (any, *redis.IntCmd, error) {
+	pipe := script.Pipeline(target.Pipeline(), sc)
 	cmd := s.EvalSha(ctx, pipe, keys, args...)
 	wait := waitCmd(ctx, pipe, want, timeout)
 	_, _ = pipe.Exec(ctx)
-	if isNoScript(cmd.Err()) {
+	if script.IsNoScript(cmd.Err()) {
 		pipe = target.Pipeline()
 		cmd = s.Eval(ctx, pipe, keys, args...)
 		wait = waitCmd(ctx, pipe, want, timeout)
@@ -193,7 +195,7 @@ func (c *Client) replicated(ctx context.Context, p resolver, t try, acked acks) 
 // acquireScript is the acquire step of the kinds whose script answers the
 // {status, value} shape of decodeAcquire: it runs s (with WAIT when replica
 // sync is on) and undoes an acquisition the replicas did not acknowledge.
-func (c *Client) acquireScript(ctx context.Context, p protocol, t try, s *script, keys []string, args ...any) (acquireReply, error) {
+func (c *Client) acquireScript(ctx context.Context, p protocol, t try, s *script.Script, keys []string, args ...any) (acquireReply, error) {
 	v, acked, err := c.evalWrite(ctx, s, keys, args...)
 	if err != nil {
 		return acquireReply{}, err

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 // writeIntentTTL is how long a waiter of an RW lock keeps its place in line
@@ -18,13 +20,13 @@ const writeIntentTTL = 3 * time.Second
 var rwLibs = []string{"lib_fence", "lib_lease", "lib_attempt", "lib_queue", "lib_hold", "lib_rw"}
 
 var (
-	scriptRWReadAcquire  = registerScript("rw_read_acquire", rwLibs...)
-	scriptLeaseRenew     = registerScript("lease_renew", "lib_fence", "lib_lease", "lib_renew")
-	scriptRWReadRelease  = registerScript("rw_read_release", rwLibs...)
-	scriptRWWriteAcquire = registerScript("rw_write_acquire", rwLibs...)
-	scriptRWWriteRelease = registerScript("rw_write_release", rwLibs...)
-	scriptRWLeave        = registerScript("rw_leave", rwLibs...)
-	scriptRWKeep         = registerScript("rw_keep", rwLibs...)
+	scriptRWReadAcquire  = script.Register("rw_read_acquire", rwLibs...)
+	scriptLeaseRenew     = script.Register("lease_renew", "lib_fence", "lib_lease", "lib_renew")
+	scriptRWReadRelease  = script.Register("rw_read_release", rwLibs...)
+	scriptRWWriteAcquire = script.Register("rw_write_acquire", rwLibs...)
+	scriptRWWriteRelease = script.Register("rw_write_release", rwLibs...)
+	scriptRWLeave        = script.Register("rw_leave", rwLibs...)
+	scriptRWKeep         = script.Register("rw_keep", rwLibs...)
 )
 
 // RWMutex is a distributed reentrant read-write lock (Redisson's
@@ -172,7 +174,7 @@ func (r rwRead) renew(ctx context.Context, pipe redis.Pipeliner, rn renewal) *re
 }
 
 func (r rwRead) renewOne(ctx context.Context, rn renewal) (bool, error) {
-	return decodeRenew(scriptLeaseRenew.run(ctx, r.c.rdb, []string{r.readers, r.counts}, rn.owner, ms(rn.lease), tokenArg(rn.token)))
+	return decodeRenew(scriptLeaseRenew.Run(ctx, r.c.rdb, []string{r.readers, r.counts}, rn.owner, ms(rn.lease), tokenArg(rn.token)))
 }
 
 func (r rwRead) release(ctx context.Context, rel releaseArgs) (releaseReply, error) {
@@ -184,7 +186,7 @@ func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (r
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptRWReadRelease.run(ctx, r.c.rdb,
+	return decodeRelease(scriptRWReadRelease.Run(ctx, r.c.rdb,
 		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.k.lock, r.intents, r.k.fence, r.queue, r.deadlines, r.standing, r.chPrefix},
 		rel.owner, ms(rel.wdLease), pub, ms(rel.keep), abort, tokenArg(rel.token), boolArg(rel.watchdog),
 		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
@@ -231,7 +233,7 @@ func (w rwWrite) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *re
 }
 
 func (w rwWrite) renewOne(ctx context.Context, r renewal) (bool, error) {
-	return decodeRenew(scriptMutexRenew.run(ctx, w.c.rdb, []string{w.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
+	return decodeRenew(scriptMutexRenew.Run(ctx, w.c.rdb, []string{w.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
 }
 
 func (w rwWrite) release(ctx context.Context, r releaseArgs) (releaseReply, error) {
@@ -243,7 +245,7 @@ func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (re
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptRWWriteRelease.run(ctx, w.c.rdb,
+	return decodeRelease(scriptRWWriteRelease.Run(ctx, w.c.rdb,
 		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.readers, w.counts, w.k.fence, w.queue, w.deadlines, w.standing, w.chPrefix},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
 		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
@@ -268,7 +270,7 @@ func (rw *RWMutex) lineKeys(id string) []string {
 }
 
 func (rw *RWMutex) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
-	return scriptRWKeep.run(ctx, rw.c.rdb, rw.lineKeys(""),
+	return scriptRWKeep.Run(ctx, rw.c.rdb, rw.lineKeys(""),
 		append([]any{pub, ms(ttl), ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)}, places...)...)
 }
 
@@ -278,6 +280,6 @@ func (rw *RWMutex) leave(ctx context.Context, member, id string) error {
 	if err != nil {
 		return err
 	}
-	return scriptRWLeave.run(ctx, rw.c.rdb, rw.lineKeys(id), member, pub, id,
+	return scriptRWLeave.Run(ctx, rw.c.rdb, rw.lineKeys(id), member, pub, id,
 		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)).Err()
 }

@@ -7,14 +7,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 var (
-	scriptSemAcquire     = registerScript("sem_acquire", "lib_fence", "lib_lease", "lib_attempt", "lib_queue", "lib_sem")
-	scriptSemRelease     = registerScript("sem_release", "lib_fence", "lib_lease", "lib_attempt", "lib_queue", "lib_sem")
-	scriptSemSetPermits  = registerScript("sem_set_permits", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
-	scriptSemKeep        = registerScript("sem_keep", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
-	scriptSemAvailable   = registerScript("sem_available")
+	scriptSemAcquire     = script.Register("sem_acquire", "lib_fence", "lib_lease", "lib_attempt", "lib_queue", "lib_sem")
+	scriptSemRelease     = script.Register("sem_release", "lib_fence", "lib_lease", "lib_attempt", "lib_queue", "lib_sem")
+	scriptSemSetPermits  = script.Register("sem_set_permits", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
+	scriptSemKeep        = script.Register("sem_keep", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
+	scriptSemAvailable   = script.Register("sem_available")
 	errSemaphoreTooSmall = errors.New("keylock: more permits than the semaphore has")
 )
 
@@ -143,7 +145,7 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	}
 	pub, err := s.c.hub.PublishCommand(ctx)
 	if err == nil {
-		err = scriptSemSetPermits.run(ctx, s.c.rdb,
+		err = scriptSemSetPermits.Run(ctx, s.c.rdb,
 			[]string{s.size, s.k.lock, s.expiry, s.k.fence, s.queue, s.deadlines, s.standing, s.chPrefix},
 			n, pub, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)).Err()
 	}
@@ -156,7 +158,7 @@ func (s *Semaphore) Available(ctx context.Context) (size, free int, err error) {
 	if s.err != nil {
 		return 0, 0, s.err
 	}
-	v, err := scriptSemAvailable.run(ctx, s.c.rdb, []string{s.k.lock, s.expiry, s.size}, s.permits).Result()
+	v, err := scriptSemAvailable.Run(ctx, s.c.rdb, []string{s.k.lock, s.expiry, s.size}, s.permits).Result()
 	if err != nil {
 		return 0, 0, wrapRedis("available", s.k.name, err)
 	}
@@ -203,7 +205,7 @@ func (s *Semaphore) lineKey() string             { return s.queue }
 func (s *Semaphore) placeTimeout() time.Duration { return DefaultFairWaiterTimeout }
 
 func (s *Semaphore) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
-	return scriptSemKeep.run(ctx, s.c.rdb,
+	return scriptSemKeep.Run(ctx, s.c.rdb,
 		[]string{s.k.lock, s.expiry, s.size, s.k.fence, s.queue, s.deadlines, s.standing, s.chPrefix},
 		append([]any{pub, ms(ttl), s.permits, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)}, places...)...)
 }
@@ -242,7 +244,7 @@ func (a semAttempt) abort(ctx context.Context, t try) error {
 	if err != nil {
 		return err
 	}
-	return scriptFairLeave.run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix, a.standing}, t.id, pub, t.id).Err()
+	return scriptFairLeave.Run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix, a.standing}, t.id, pub, t.id).Err()
 }
 
 // A semaphore's holder id is unique to one acquisition: it names the hold,
@@ -252,7 +254,7 @@ func (a semAttempt) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) 
 }
 
 func (a semAttempt) renewOne(ctx context.Context, r renewal) (bool, error) {
-	return decodeRenew(scriptLeaseRenew.run(ctx, a.c.rdb, []string{a.expiry, a.k.lock}, a.holder, ms(r.lease), "0"))
+	return decodeRenew(scriptLeaseRenew.Run(ctx, a.c.rdb, []string{a.expiry, a.k.lock}, a.holder, ms(r.lease), "0"))
 }
 
 func (a semAttempt) release(ctx context.Context, r releaseArgs) (releaseReply, error) {
@@ -264,7 +266,7 @@ func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseRep
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptSemRelease.run(ctx, a.c.rdb,
+	return decodeRelease(scriptSemRelease.Run(ctx, a.c.rdb,
 		[]string{a.k.lock, a.expiry, a.k.receipt(id), a.size, a.k.fence, a.queue, a.deadlines, a.standing, a.chPrefix},
 		a.holder, pub, ms(receiptTTL), abort, a.permits, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
 }

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
-var scriptFairKeep = registerScript("fair_keep", "lib_fence", "lib_queue")
+var scriptFairKeep = script.Register("fair_keep", "lib_fence", "lib_queue")
 
 // Places in line, kept by the Client.
 //

@@ -1,5 +1,5 @@
 -- lib_queue: helpers prepended to the fair lock's scripts (not a script of
--- its own; see loadScript in scripts.go). Needs lib_fence (now_ms).
+-- its own; see Register in script.go). Needs lib_fence (now_ms).
 --
 -- A waiter's standing attempt (the standing hash, member in line ->
 -- value) is 'id|lease|tag|kind|since': the attempt id, the watchdog lease

@@ -1,6 +1,6 @@
 -- lib_attempt: helpers that make every acquisition attempt idempotent and
 -- every unknown outcome resolvable; prepended to the acquire and release
--- scripts of every kind (not a script of its own; see loadScript).
+-- scripts of every kind (not a script of its own; see Register in script.go).
 --
 -- Each Lock/TryLock call has an attempt id, which becomes the lease id when
 -- it wins. Its record key (the lease's release receipt key) holds:

@@ -1,5 +1,5 @@
 -- lib_fence: helpers prepended to the acquire scripts of every lock kind
--- (not a script of its own; see loadScript in scripts.go).
+-- (not a script of its own; see Register in script.go).
 --
 -- fence_next(key, ttl) returns (as a decimal string) the next fencing token
 -- of a lock name whose counter is the string key: max(last + 1, server time
