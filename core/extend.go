@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
 )
 
@@ -99,42 +100,29 @@ func (c *Client) loseLease(l *Lease) {
 	}
 }
 
-// decodeExtend reads an extend script's reply: the remaining lease in ms,
-// or -1 when the hold is gone.
-func decodeExtend(v any, err error) (time.Duration, bool, error) {
-	if err != nil {
-		return 0, false, err
-	}
-	n, err := toInt64(v)
-	if err != nil || n < 0 {
-		return 0, false, err
-	}
-	return msDur(n), true, nil
-}
-
 func (m *Mutex) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return decodeExtend(scriptHoldExtend.Run(ctx, m.c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
-		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)).Result())
+	return reply.Extend(scriptHoldExtend.Run(ctx, m.c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
+		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)))
 }
 
 func (a fairAttempt) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return decodeExtend(scriptHoldExtend.Run(ctx, a.c.rdb, []string{a.k.lock, a.k.sub("ext:" + id)},
-		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)).Result())
+	return reply.Extend(scriptHoldExtend.Run(ctx, a.c.rdb, []string{a.k.lock, a.k.sub("ext:" + id)},
+		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)))
 }
 
 func (w rwWrite) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return decodeExtend(scriptHoldExtend.Run(ctx, w.c.rdb, []string{w.k.lock, w.k.sub("ext:" + id)},
-		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)).Result())
+	return reply.Extend(scriptHoldExtend.Run(ctx, w.c.rdb, []string{w.k.lock, w.k.sub("ext:" + id)},
+		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)))
 }
 
 func (rd rwRead) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return decodeExtend(scriptHolderExtend.Run(ctx, rd.c.rdb, []string{rd.readers, rd.counts, rd.k.sub("ext:" + id)},
-		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL), "1").Result())
+	return reply.Extend(scriptHolderExtend.Run(ctx, rd.c.rdb, []string{rd.readers, rd.counts, rd.k.sub("ext:" + id)},
+		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL), "1"))
 }
 
 func (a semAttempt) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return decodeExtend(scriptHolderExtend.Run(ctx, a.c.rdb, []string{a.expiry, a.k.lock, a.k.sub("ext:" + id)},
-		a.holder, "0", ms(r.lease), ms(receiptTTL), "0").Result())
+	return reply.Extend(scriptHolderExtend.Run(ctx, a.c.rdb, []string{a.expiry, a.k.lock, a.k.sub("ext:" + id)},
+		a.holder, "0", ms(r.lease), ms(receiptTTL), "0"))
 }
 
 // extend extends the hold on every node at once; it succeeds when a
@@ -146,8 +134,8 @@ func (a *redlockAttempt) extend(ctx context.Context, r renewal, id string) (time
 	}
 	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
 		m := a.nodes[i]
-		left, ok, err := decodeExtend(scriptHoldExtend.Run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
-			r.owner, tokenArg(a.nodeToken(i)), ms(r.lease), ms(receiptTTL)).Result())
+		left, ok, err := reply.Extend(scriptHoldExtend.Run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
+			r.owner, tokenArg(a.nodeToken(i)), ms(r.lease), ms(receiptTTL)))
 		if ok {
 			return nodeReply{status: 1, val: left.Milliseconds(), err: err}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
 )
 
@@ -238,7 +239,7 @@ func (a fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, r renewal)
 }
 
 func (a fairAttempt) renewOne(ctx context.Context, r renewal) (bool, error) {
-	return decodeRenew(scriptMutexRenew.Run(ctx, a.c.rdb, []string{a.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
+	return reply.Renew(scriptMutexRenew.Run(ctx, a.c.rdb, []string{a.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
 }
 
 func (a fairAttempt) release(ctx context.Context, r releaseArgs) (releaseReply, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
 )
 
@@ -113,14 +114,14 @@ func (c *Client) forceUnlock(ctx context.Context, name string) (*ForceUnlockResu
 	if err != nil {
 		return nil, err
 	}
-	deleted, err := toInt64(a[1])
+	deleted, err := reply.Int(a[1])
 	if err != nil {
 		return nil, err
 	}
 	var reached [3]int64
 	if r, ok := a[2].([]any); ok && len(r) == 3 {
 		for i := range r {
-			if reached[i], err = toInt64(r[i]); err != nil {
+			if reached[i], err = reply.Int(r[i]); err != nil {
 				return nil, err
 			}
 		}

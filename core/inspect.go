@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
 )
 
@@ -245,27 +246,27 @@ func parseSnapshot(v any) (*snapshot, error) {
 	}
 	var s snapshot
 	var err error
-	if s.nowMS, err = toInt64(a[0]); err != nil {
+	if s.nowMS, err = reply.Int(a[0]); err != nil {
 		return nil, err
 	}
 	s.now = time.UnixMilli(s.nowMS)
-	if s.pttl, err = toInt64(a[1]); err != nil {
+	if s.pttl, err = reply.Int(a[1]); err != nil {
 		return nil, err
 	}
-	if s.hash, err = flatMap(a[2]); err != nil {
+	if s.hash, err = reply.Map(a[2]); err != nil {
 		return nil, err
 	}
 	if a[3] != nil {
-		n, err := toInt64(a[3])
+		n, err := reply.Int(a[3])
 		if err != nil {
 			return nil, err
 		}
 		s.fence = uint64(n)
 	}
-	if s.queueLen, err = toInt64(a[4]); err != nil {
+	if s.queueLen, err = reply.Int(a[4]); err != nil {
 		return nil, err
 	}
-	if s.queue, err = strs(a[5]); err != nil {
+	if s.queue, err = reply.Strings(a[5]); err != nil {
 		return nil, err
 	}
 	dl, err := withScores(a[6])
@@ -279,7 +280,7 @@ func parseSnapshot(v any) (*snapshot, error) {
 	if s.readers, err = withScores(a[7]); err != nil {
 		return nil, err
 	}
-	if s.rcount, err = flatMap(a[8]); err != nil {
+	if s.rcount, err = reply.Map(a[8]); err != nil {
 		return nil, err
 	}
 	if s.intents, err = withScores(a[9]); err != nil {
@@ -289,11 +290,11 @@ func parseSnapshot(v any) (*snapshot, error) {
 		return nil, err
 	}
 	if a[11] != nil {
-		if s.size, err = toInt64(a[11]); err != nil {
+		if s.size, err = reply.Int(a[11]); err != nil {
 			return nil, err
 		}
 	}
-	if s.standing, err = flatMap(a[12]); err != nil {
+	if s.standing, err = reply.Map(a[12]); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -456,38 +457,10 @@ func parseToken(s string) uint64 {
 	return n
 }
 
-func strs(v any) ([]string, error) {
-	a, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("unexpected array %T", v)
-	}
-	out := make([]string, len(a))
-	for i, x := range a {
-		s, ok := x.(string)
-		if !ok {
-			return nil, fmt.Errorf("unexpected element %T", x)
-		}
-		out[i] = s
-	}
-	return out, nil
-}
-
-func flatMap(v any) (map[string]string, error) {
-	a, err := strs(v)
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[string]string, len(a)/2)
-	for i := 0; i+1 < len(a); i += 2 {
-		m[a[i]] = a[i+1]
-	}
-	return m, nil
-}
-
 // withScores decodes a ZRANGE ... WITHSCORES reply as scripts return it
 // (scores as strings).
 func withScores(v any) ([]scored, error) {
-	a, err := strs(v)
+	a, err := reply.Strings(v)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ type protocol interface {
 	// given up. It is idempotent.
 	abort(ctx context.Context, t try) error
 	// renew queues one renewal of the hold r names on pipe; the reply is
-	// decoded by decodeRenew.
+	// decoded by reply.Renew.
 	renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd
 	// renewOne runs one renewal directly (used when a pipelined renewal hit
 	// NOSCRIPT). It reports whether the hold r names still lives.

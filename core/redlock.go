@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
 )
 
@@ -301,15 +302,9 @@ func (a *redlockAttempt) acquireNode(ctx context.Context, i int, t try, round st
 	if err != nil {
 		return nodeReply{err: err}
 	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) < 2 || len(arr) > 3 {
-		return nodeReply{err: fmt.Errorf("unexpected reply %v", v)}
-	}
-	rep := nodeReply{up: -1}
-	for j, p := range []*int64{&rep.status, &rep.val, &rep.up}[:len(arr)] {
-		if *p, err = toInt64(arr[j]); err != nil {
-			return nodeReply{err: err}
-		}
+	var rep nodeReply
+	if rep.status, rep.val, rep.up, err = reply.Round(v); err != nil {
+		return nodeReply{err: err}
 	}
 	if rep.status == -2 {
 		return nodeReply{err: errAttemptOver}
@@ -461,7 +456,7 @@ func (a *redlockAttempt) renewOne(ctx context.Context, r renewal) (bool, error) 
 	}
 	replies, got := fanoutUntil(a.clients, bound, func(i int, c *Client) nodeReply {
 		m := a.nodes[i]
-		ok, err := decodeRenew(scriptMutexRenew.Run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(a.nodeToken(i))))
+		ok, err := reply.Renew(scriptMutexRenew.Run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(a.nodeToken(i))))
 		if ok {
 			return nodeReply{status: 1, err: err}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
 )
 
@@ -299,7 +300,7 @@ func (c *Client) pipeRenewals(ctx context.Context, newPipe func() redis.Pipeline
 func decodeRenewals(items []renewItem) {
 	for i := range items {
 		if it := &items[i]; it.cmd != nil {
-			it.ok, it.err = decodeRenew(it.cmd)
+			it.ok, it.err = reply.Renew(it.cmd)
 			it.cmd = nil
 		}
 	}

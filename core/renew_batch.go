@@ -3,10 +3,10 @@ package core
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
 )
 
@@ -137,18 +137,13 @@ func isErrorReply(err error) bool {
 
 // decodeBatch hands each item of a renew_batch call its outcome.
 func decodeBatch(cmd *redis.Cmd, items []renewItem, in []int) {
-	v, err := cmd.Result()
-	arr, ok := v.([]any)
-	if err == nil && (!ok || len(arr) != len(in)) {
-		err = fmt.Errorf("keylock: renew_batch: unexpected reply %T of %d items, want %d", v, len(arr), len(in))
-	}
+	outcomes, err := reply.Batch(cmd, len(in))
 	for j, i := range in {
 		it := &items[i]
 		if err != nil {
 			it.ok, it.err = false, err
 			continue
 		}
-		n, derr := toInt64(arr[j])
-		it.ok, it.err = n == 1, derr
+		it.ok, it.err = reply.Kept(outcomes[j])
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
 )
 
@@ -174,7 +175,7 @@ func (r rwRead) renew(ctx context.Context, pipe redis.Pipeliner, rn renewal) *re
 }
 
 func (r rwRead) renewOne(ctx context.Context, rn renewal) (bool, error) {
-	return decodeRenew(scriptLeaseRenew.Run(ctx, r.c.rdb, []string{r.readers, r.counts}, rn.owner, ms(rn.lease), tokenArg(rn.token)))
+	return reply.Renew(scriptLeaseRenew.Run(ctx, r.c.rdb, []string{r.readers, r.counts}, rn.owner, ms(rn.lease), tokenArg(rn.token)))
 }
 
 func (r rwRead) release(ctx context.Context, rel releaseArgs) (releaseReply, error) {
@@ -233,7 +234,7 @@ func (w rwWrite) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *re
 }
 
 func (w rwWrite) renewOne(ctx context.Context, r renewal) (bool, error) {
-	return decodeRenew(scriptMutexRenew.Run(ctx, w.c.rdb, []string{w.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
+	return reply.Renew(scriptMutexRenew.Run(ctx, w.c.rdb, []string{w.k.lock}, r.owner, ms(r.lease), tokenArg(r.token)))
 }
 
 func (w rwWrite) release(ctx context.Context, r releaseArgs) (releaseReply, error) {

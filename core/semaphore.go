@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
 )
 
@@ -162,7 +163,7 @@ func (s *Semaphore) Available(ctx context.Context) (size, free int, err error) {
 	if err != nil {
 		return 0, 0, wrapRedis("available", s.k.name, err)
 	}
-	total, used, err := pair(v)
+	total, used, err := reply.Pair(v)
 	if err != nil {
 		return 0, 0, wrapRedis("available", s.k.name, err)
 	}
@@ -254,7 +255,7 @@ func (a semAttempt) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) 
 }
 
 func (a semAttempt) renewOne(ctx context.Context, r renewal) (bool, error) {
-	return decodeRenew(scriptLeaseRenew.Run(ctx, a.c.rdb, []string{a.expiry, a.k.lock}, a.holder, ms(r.lease), "0"))
+	return reply.Renew(scriptLeaseRenew.Run(ctx, a.c.rdb, []string{a.expiry, a.k.lock}, a.holder, ms(r.lease), "0"))
 }
 
 func (a semAttempt) release(ctx context.Context, r releaseArgs) (releaseReply, error) {

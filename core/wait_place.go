@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
 )
 
@@ -294,7 +295,7 @@ func (c *Client) sendKeep(call keepCall) error {
 	defer k.mu.Unlock()
 	call.line.failed = 0
 	for _, x := range lost {
-		n, err := toInt64(x)
+		n, err := reply.Int(x)
 		if err != nil || n < 1 || int(n) > len(call.places) {
 			continue
 		}
