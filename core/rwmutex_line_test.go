@@ -95,3 +95,31 @@ func TestRWWriterLeavingLetsReadersBehindIn(t *testing.T) {
 	waitResult(t, r, 2*time.Second, "reader behind the writer that gave up")
 	mustUnlock(t, reader)
 }
+
+// A grantee that is gone (its Client never claims) holds the lock for the
+// claim window; the release told the next in line when it ends.
+func TestRWDeadGranteePassesOn(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	holder := mustLock(t, newLocks(t, srv.NewClient(t)).RWMutex("dead"), ctx)
+	// A writer whose process is gone: first in line, its place renewed for
+	// a minute, on a channel nobody listens to.
+	bg, now := context.Background(), time.Now()
+	rdb.RPush(bg, "keylock:{dead}:queue", "ghost")
+	rdb.ZAdd(bg, "keylock:{dead}:timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "ghost"})
+	rdb.ZAdd(bg, "keylock:{dead}:intents", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "ghost"})
+	rdb.HSet(bg, "keylock:{dead}:standing", "ghost", fmt.Sprintf("ghost|30000|nobody|w|%d", now.UnixMilli()))
+	ws := lineUpCalls(t, srv, rdb, "dead", []string{"reader"}, func(_ int, c *core.Client, ctx context.Context) (*core.Lease, error) {
+		return c.RWMutex("dead").RLock(ctx)
+	})
+	mustUnlock(t, holder) // granted to the ghost
+	if !rdb.HExists(bg, "keylock:{dead}", "ghost").Val() {
+		t.Fatalf("the release did not grant the first in line")
+	}
+	start := time.Now()
+	l := ws[0].served(t)
+	if waited, limit := time.Since(start), core.DefaultFairClaimWindow+time.Second; waited > limit {
+		t.Fatalf("served %s after a grant to a writer that is gone, want within the claim window (%s)", waited, limit)
+	}
+	mustUnlock(t, l)
+}

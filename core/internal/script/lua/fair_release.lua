@@ -76,14 +76,7 @@ local function grant_next()
       -- the lock, instead of at its next bounded re-check. Not when it
       -- waits on the grantee's own Client: a Client that is gone takes
       -- both with it, and one that lives claims the grant or gives it back.
-      local nxt = redis.call('lindex', KEYS[2], 0)
-      local st2 = nxt and redis.call('hget', KEYS[7], nxt)
-      if st2 then
-        local id2, _, tag2 = standing_parse(st2)
-        if id2 and tag2 and tag2 ~= tag then
-          redis.call(ARGV[3], KEYS[5] .. tag2, 'n ' .. id2 .. ' ' .. lease)
-        end
-      end
+      notify_head(KEYS[2], KEYS[7], KEYS[5], {[tag or ''] = true}, lease, ARGV[3])
       return
     end
     head = redis.call('lindex', KEYS[2], 0)

@@ -52,6 +52,24 @@ local function waiter_push(ch_prefix, owner, tag, payload, publish)
   end
 end
 
+-- notify_head tells the first waiter in line to look again in ms ('n <id>
+-- <ms>' on its Client's channel) after a grant of a claim window of ms,
+-- unless it waits on a Client granted just now (tags, a set of tags): if
+-- a grantee is gone and never claims, that waiter takes over once the
+-- claim window has passed, instead of at its next bounded look. (A Client
+-- that lives claims its grant or gives it back; one that is gone takes its
+-- own waiters with it.)
+local function notify_head(queue, standing, ch_prefix, tags, ms, publish)
+  local head = redis.call('lindex', queue, 0)
+  local st = head and redis.call('hget', standing, head)
+  if st then
+    local id, _, tag = standing_parse(st)
+    if id and tag and not tags[tag] then
+      redis.call(publish, ch_prefix .. tag, 'n ' .. id .. ' ' .. ms)
+    end
+  end
+end
+
 -- wake_waiter(standing, ch_prefix, owner, publish) wakes owner's waiter to
 -- try for the lock itself: 'w <attempt id>' on its Client's channel, or
 -- '1' on its own.

@@ -72,8 +72,9 @@ end
 
 -- rw_grant hands the waiter of attempt id (member m, on channel tag) its
 -- hold, taken by take(lease), which returns the hold's new fencing token,
--- unless the attempt is already over.
-local function rw_grant(r, m, id, wl, tag, take, now)
+-- unless the attempt is already over; granted (the grantees' Client tags
+-- and their claim window) records it.
+local function rw_grant(r, m, id, wl, tag, take, now, granted)
   local record = r.writer .. ':rel:' .. id
   rw_leave_line(r, m)
   if redis.call('exists', record) == 1 then
@@ -83,6 +84,7 @@ local function rw_grant(r, m, id, wl, tag, take, now)
   local token = take(lease)
   redis.call('set', record, 'A1:' .. token, 'px', math.max(wl, r.record_ttl))
   waiter_push(r.ch, m, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease, r.publish)
+  granted.tags[tag or ''], granted.claim = true, math.max(granted.claim, lease)
   return true
 end
 
@@ -96,6 +98,13 @@ local function rw_admit(r, now, self)
   prune_expired(r.readers, r.rcount, now)
   local readers = redis.call('zcard', r.readers)
   local took = false
+  local granted = {tags = {}, claim = 0}
+  local function done(v)
+    if granted.claim > 0 then
+      notify_head(r.queue, r.standing, r.ch, granted.tags, granted.claim, r.publish)
+    end
+    return v
+  end
   for _, m in ipairs(redis.call('lrange', r.queue, 0, rw_scan - 1)) do
     local dl = redis.call('zscore', r.deadlines, m)
     local st = redis.call('hget', r.standing, m)
@@ -113,22 +122,22 @@ local function rw_admit(r, now, self)
         readers = readers - 1
       end
       if readers > 0 then
-        return false
+        return done(false)
       end
       if m == self then
         rw_leave_line(r, m)
-        return true
+        return done(true)
       end
       if wl then
         rw_grant(r, m, id, wl, tag, function(lease)
           local token = fence_next(r.fence, r.fence_ttl)
           hold_take(r.writer, m, token, lease, '1', now)
           return token
-        end, now)
+        end, now, granted)
       else
         waiter_push(r.ch, m, tag, 'w ' .. id, r.publish)
       end
-      return false
+      return done(false)
     else
       local owner = string.sub(m, 4)
       if m == self then
@@ -137,7 +146,7 @@ local function rw_admit(r, now, self)
       elseif wl and redis.call('hexists', r.rcount, owner) == 0 then
         if rw_grant(r, m, id, wl, tag, function(lease)
           return read_take(r, owner, lease, '1', now)
-        end, now) then
+        end, now, granted) then
           readers = readers + 1
         end
       else
@@ -146,5 +155,5 @@ local function rw_admit(r, now, self)
       end
     end
   end
-  return took
+  return done(took)
 end

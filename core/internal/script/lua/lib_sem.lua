@@ -94,6 +94,7 @@ local function sem_admit(s, now, self)
     return false, free, whole
   end
   local took = false
+  local granted, claim = {}, 0 -- the grantees' Client tags, their claim window
   for _, m in ipairs(redis.call('lrange', s.queue, 0, admit_scan - 1)) do
     if free <= 0 then
       break
@@ -122,6 +123,7 @@ local function sem_admit(s, now, self)
           local token = sem_take(s, id, owner, n, lease, now)
           redis.call('set', record, 'A1:' .. token, 'px', math.max(wl, s.record_ttl))
           waiter_push(s.ch, m, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease, s.publish)
+          granted[tag or ''], claim = true, math.max(claim, lease)
           free = free - n
         end
       else
@@ -129,6 +131,9 @@ local function sem_admit(s, now, self)
         free = free - n
       end
     end
+  end
+  if claim > 0 then
+    notify_head(s.queue, s.standing, s.ch, granted, claim, s.publish)
   end
   return took, free, whole
 end
