@@ -199,13 +199,15 @@ func checkContended(t *testing.T, part string, rows []Throughput, kinds []Kind, 
 			}
 		case KindSemaphore:
 			// An acquire script and a release script per section, waiters
-			// granted by the release (no polling, no herd): at most one push
-			// per section, each permit freed admitting one waiter.
+			// granted by the release (no polling, no herd): at most two
+			// pushes per section — the grant of the permit it frees (one
+			// waiter admitted) and the notice to the next in line of when
+			// the grant's claim window ends.
 			if c.Scripts < 2 || c.Scripts > 2.5 {
 				t.Errorf("semaphore: %.3f scripts per critical section, want 2 (acquire, release) and the waiters' rare keep calls", c.Scripts)
 			}
-			if c.Publishes > 1.01 {
-				t.Errorf("semaphore: %.3f PUBLISH per critical section, want at most 1 (the grant of the permit it frees)", c.Publishes)
+			if c.Publishes > 2.01 {
+				t.Errorf("semaphore: %.3f PUBLISH per critical section, want at most 2 (the grant of the permit it frees and a notice)", c.Publishes)
 			}
 		}
 	}
