@@ -41,6 +41,21 @@ local function line_since(standing, deadlines, member, now)
   return now
 end
 
+-- lined_refusal is the reply to a waiter standing in line as member: look
+-- again within a third of the waiter timeout wt (which renews its place),
+-- or within wait ms (when the holder's lease ends) if it is first in line;
+-- now is the server's clock; recheck, when to look again if its Client
+-- keeps its place: wait for the first in line, else -1 (only when pushed).
+local function lined_refusal(queue, member, wt, wait, now)
+  local retry = math.floor(wt / 3)
+  local recheck = -1
+  if redis.call('lindex', queue, 0) == member then
+    recheck = wait
+    retry = math.min(retry, wait)
+  end
+  return {0, retry, now, recheck}
+end
+
 -- waiter_push(ch_prefix, owner, tag, payload, publish) publishes payload to
 -- owner's waiter: on its Client's channel when it has a tag, else on its
 -- own channel.

@@ -100,15 +100,6 @@ if ARGV[5] == '1' then
   return {0, wait}
 end
 local wt = tonumber(ARGV[8])
-local wl = ''
-if ARGV[7] == '1' then
-  wl = ARGV[2]
-end
+local wl = ARGV[7] == '1' and ARGV[2] or ''
 rw_join(r, me, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|r', false, wt, now)
-local retry = math.floor(wt / 3)
-local recheck = -1
-if redis.call('lindex', KEYS[7], 0) == me then
-  recheck = wait
-  retry = math.min(retry, wait)
-end
-return {0, retry, now, recheck}
+return lined_refusal(KEYS[7], me, wt, wait, now)

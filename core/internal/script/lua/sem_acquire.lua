@@ -92,18 +92,9 @@ local since = line_since(KEYS[8], KEYS[7], id, now)
 if redis.call('zadd', KEYS[7], now + wt, id) == 1 then
   redis.call('rpush', KEYS[6], id)
 end
-local wl = ''
-if ARGV[11] == '1' then
-  wl = ARGV[2]
-end
+local wl = ARGV[11] == '1' and ARGV[2] or ''
 redis.call('hset', KEYS[8], id, id .. '|' .. wl .. '|' .. ARGV[12] .. '|s' .. n .. '|' .. since .. '|' .. ARGV[13])
 redis.call('pexpire', KEYS[6], 2 * wt)
 redis.call('pexpire', KEYS[7], 2 * wt)
 redis.call('pexpire', KEYS[8], 2 * wt)
-local retry = math.floor(wt / 3)
-local recheck = -1
-if redis.call('lindex', KEYS[6], 0) == id then
-  recheck = wait
-  retry = math.min(retry, wait)
-end
-return {0, retry, now, recheck}
+return lined_refusal(KEYS[6], id, wt, wait, now)
