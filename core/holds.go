@@ -203,7 +203,7 @@ func (c *Client) addLease(l *Lease, deadline time.Time, reentry bool) (res addRe
 			h.longAt = l.acquired.Add(d)
 		}
 		c.holds.add(h)
-		c.kickRestartWatch() // restart.go: a hold began
+		c.restart.kick() // a hold began
 	} else {
 		if l.watchdog && !h.watchdog {
 			h.watchdog, h.lease = true, l.lease

@@ -128,7 +128,7 @@ func (c *Client) retryRelease(send func(context.Context) error, until time.Time)
 		g.retrying--
 		g.mu.Unlock()
 	}
-	c.kickRestartWatch() // the watch runs while a retry does
+	c.restart.kick() // the watch runs while a retry does
 }
 
 // retry is retryRelease's goroutine.

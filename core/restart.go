@@ -101,19 +101,14 @@ func (w *restartWatch) start(wg *sync.WaitGroup) {
 // once.
 func (w *restartWatch) stop() { close(w.done) }
 
-// kick asks for a probe now. It never blocks and may be called with c.mu
-// held.
+// kick asks for a probe now (a hold began, a release is being retried).
+// It never blocks and may be called with c.mu held.
 func (w *restartWatch) kick() {
 	select {
 	case w.kicked <- struct{}{}:
 	default:
 	}
 }
-
-// kickRestartWatch asks the restart watch for a probe now (a hold began, a
-// release is being retried). It never blocks and may be called with c.mu
-// held.
-func (c *Client) kickRestartWatch() { c.restart.kick() }
 
 // busy reports whether the Client holds or waits for anything.
 func (c *Client) busy() bool {
