@@ -34,28 +34,11 @@ func (b *bareRW) rlock(ctx context.Context) (held, error) { return b.take(ctx, "
 // take acquires the side mode names ("r" or "w").
 func (b *bareRW) take(ctx context.Context, mode string) (held, error) {
 	holder := b.owner + ":" + strconv.FormatUint(b.seq.Add(1), 10)
-	var poll *time.Timer
-	for {
+	return pollUntil(ctx, func() (held, bool, error) {
 		now := time.Now().UnixMilli()
 		ok, err := bareRWAcquire.Run(ctx, b.rdb, []string{b.readers, b.writer}, mode, holder, now, bareLease.Milliseconds()).Int()
-		if err != nil {
-			return nil, err
-		}
-		if ok == 1 {
-			return bareRWHeld{b: b, write: mode == "w", holder: holder}, nil
-		}
-		if poll == nil {
-			poll = time.NewTimer(PollEvery)
-			defer poll.Stop()
-		} else {
-			poll.Reset(PollEvery)
-		}
-		select {
-		case <-poll.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+		return bareRWHeld{b: b, write: mode == "w", holder: holder}, ok == 1, err
+	})
 }
 
 // bareRWHeld is one read or write hold of a bareRW.

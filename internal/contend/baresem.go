@@ -29,28 +29,11 @@ type bareSem struct {
 
 func (b *bareSem) lock(ctx context.Context) (held, error) {
 	holder := b.owner + ":" + strconv.FormatUint(b.seq.Add(1), 10)
-	var poll *time.Timer
-	for {
+	return pollUntil(ctx, func() (held, bool, error) {
 		now := time.Now().UnixMilli()
 		ok, err := bareSemAcquire.Run(ctx, b.rdb, []string{b.key}, holder, b.permits, now, bareLease.Milliseconds()).Int()
-		if err != nil {
-			return nil, err
-		}
-		if ok == 1 {
-			return bareSemHeld{b: b, holder: holder}, nil
-		}
-		if poll == nil {
-			poll = time.NewTimer(PollEvery)
-			defer poll.Stop()
-		} else {
-			poll.Reset(PollEvery)
-		}
-		select {
-		case <-poll.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+		return bareSemHeld{b: b, holder: holder}, ok == 1, err
+	})
 }
 
 // bareSemHeld is one slot of a bareSem.

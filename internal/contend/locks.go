@@ -208,14 +208,23 @@ type bareLock struct {
 
 func (b *bareLock) lock(ctx context.Context) (held, error) {
 	v := b.owner + ":" + strconv.FormatUint(b.seq.Add(1), 10)
+	return pollUntil(ctx, func() (held, bool, error) {
+		ok, err := b.rdb.SetNX(ctx, b.key, v, bareLease).Result()
+		return bareHeld{b: b, value: v}, ok, err
+	})
+}
+
+// pollUntil is the bare locks' wait: try, and while it is refused, try
+// again every PollEvery until ctx ends.
+func pollUntil(ctx context.Context, try func() (held, bool, error)) (held, error) {
 	var poll *time.Timer
 	for {
-		ok, err := b.rdb.SetNX(ctx, b.key, v, bareLease).Result()
+		h, ok, err := try()
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			return bareHeld{b: b, value: v}, nil
+			return h, nil
 		}
 		if poll == nil {
 			poll = time.NewTimer(PollEvery)
