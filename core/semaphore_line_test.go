@@ -71,6 +71,17 @@ func semLine(t *testing.T, srv *redistest.Server, rdb *redis.Client, name string
 	})
 }
 
+// scriptsRun is how many scripts Redis ran while do ran.
+func scriptsRun(t *testing.T, rdb *redis.Client, do func()) int64 {
+	t.Helper()
+	calls := func() int64 {
+		return commandCount(t, &singleNode{rdb}, "evalsha") + commandCount(t, &singleNode{rdb}, "eval")
+	}
+	before := calls()
+	do()
+	return calls() - before
+}
+
 // served waits for w's lease.
 func (w *queuedCall) served(t *testing.T) *core.Lease {
 	t.Helper()
@@ -107,11 +118,8 @@ func TestSemaphoreReleaseAdmitsTheNextInLine(t *testing.T) {
 	a, b := mustLock(t, s, ctx), mustLock(t, s, ctx)
 	ws := semLine(t, srv, rdb, "line", 2, []int{1, 1, 1, 1, 1})
 	time.Sleep(20 * time.Millisecond) // every waiter waiting
-	calls := func(cmd string) int64 { return commandCount(t, &singleNode{rdb}, cmd) }
-	scripts0 := calls("evalsha") + calls("eval")
-	mustUnlock(t, a)
-	l := ws[0].served(t)
-	if n := calls("evalsha") + calls("eval") - scripts0; n != 1 {
+	var l *core.Lease
+	if n := scriptsRun(t, rdb, func() { mustUnlock(t, a); l = ws[0].served(t) }); n != 1 {
 		t.Fatalf("scripts run for one permit given back = %d, want 1 (the release, which grants the next waiter)", n)
 	}
 	for _, w := range ws[1:] {

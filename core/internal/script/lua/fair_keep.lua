@@ -25,12 +25,7 @@
 -- Returns the 1-based numbers of the triples whose place was not found
 -- (their waiters should try again, which joins the line anew).
 local now = now_ms()
-local lost, kept = renew_places(KEYS[3], KEYS[4], 3, now)
-if kept > 0 then
-  redis.call('pexpire', KEYS[2], ARGV[2])
-  redis.call('pexpire', KEYS[3], ARGV[2])
-  redis.call('pexpire', KEYS[4], ARGV[2])
-end
+local lost = renew_places(KEYS[2], KEYS[3], KEYS[4], ARGV[2], 3, now)
 local head = evict_dead(KEYS[2], KEYS[3], KEYS[4], now)
 if head and redis.call('exists', KEYS[1]) == 0 then
   wake_waiter(KEYS[4], KEYS[5], head, ARGV[1])

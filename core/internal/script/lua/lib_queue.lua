@@ -135,9 +135,11 @@ end
 -- in ms), each only while that attempt stands in it and the member is
 -- still in line, so a late copy of a keep call never brings back a place
 -- its waiter gave up or lost; kept(member, deadline, standing), if given,
--- is called for each place renewed. It returns the 1-based numbers of the
--- triples whose place was not found, and how many were renewed.
-local function renew_places(deadlines, standing, i, now, kept)
+-- is called for each place renewed. When any place was renewed the line
+-- (queue, deadlines, standing) lives ttl ms more. It returns the 1-based
+-- numbers of the triples whose place was not found, and how many were
+-- renewed.
+local function renew_places(queue, deadlines, standing, ttl, i, now, kept)
   local lost = {}
   local n, renewed = 1, 0
   while ARGV[i] do
@@ -154,6 +156,11 @@ local function renew_places(deadlines, standing, i, now, kept)
     end
     i = i + 3
     n = n + 1
+  end
+  if renewed > 0 then
+    redis.call('pexpire', queue, ttl)
+    redis.call('pexpire', deadlines, ttl)
+    redis.call('pexpire', standing, ttl)
   end
   return lost, renewed
 end

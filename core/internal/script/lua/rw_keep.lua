@@ -16,15 +16,12 @@
 -- Returns the 1-based numbers of the triples whose place was not found
 -- (their waiters should look again, which joins the line anew).
 local now = now_ms()
-local lost, kept = renew_places(KEYS[8], KEYS[9], 6, now, function(member, deadline, st)
+local lost, kept = renew_places(KEYS[7], KEYS[8], KEYS[9], ARGV[2], 6, now, function(member, deadline, st)
   if string.match(st, '^[^|]*|[^|]*|[^|]*|([^|]*)') == 'w' then
     redis.call('zadd', KEYS[4], deadline, member)
   end
 end)
 if kept > 0 then
-  redis.call('pexpire', KEYS[7], ARGV[2])
-  redis.call('pexpire', KEYS[8], ARGV[2])
-  redis.call('pexpire', KEYS[9], ARGV[2])
   keep_for(KEYS[4], tonumber(ARGV[2]))
 end
 rw_admit({

@@ -29,12 +29,7 @@
 -- Returns the 1-based numbers of the triples whose place was not found
 -- (their waiters should look again, which joins the line anew).
 local now = now_ms()
-local lost, kept = renew_places(KEYS[6], KEYS[7], 7, now)
-if kept > 0 then
-  redis.call('pexpire', KEYS[5], ARGV[2])
-  redis.call('pexpire', KEYS[6], ARGV[2])
-  redis.call('pexpire', KEYS[7], ARGV[2])
-end
+local lost = renew_places(KEYS[5], KEYS[6], KEYS[7], ARGV[2], 7, now)
 prune_expired(KEYS[2], KEYS[1], now)
 sem_admit({
   holders = KEYS[1], expiry = KEYS[2], size = KEYS[3], fence = KEYS[4],
