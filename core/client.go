@@ -64,6 +64,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	}
 	cfg := defaultConfig()
 	cfg.replay = replayWindow(rdb)
+	cfg.calls = limitsOf(rdb)
 	for _, o := range opts {
 		if o != nil { // nil options are ignored
 			o(&cfg)

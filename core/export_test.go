@@ -60,3 +60,10 @@ func ScriptNameOf(command, bodyOrSHA string) string {
 	}
 	return ""
 }
+
+// RunsInline reports whether a call made for a caller under ctx runs on the
+// caller's goroutine (inline.go).
+func RunsInline(c *Client, ctx context.Context) bool {
+	_, ok := c.inlineCall(ctx, ctx)
+	return ok
+}

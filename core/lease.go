@@ -138,10 +138,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 }
 
 // release runs the release script. Like an acquisition attempt, the call
-// itself is not cancelled by ctx (its reply is always read), but when ctx can
-// end it runs on a Client-owned goroutine and Unlock returns errAbandoned as
-// soon as ctx ends; the release then lands or not on its own, and a retried
-// Unlock is safe either way (release receipts).
+// itself is not cancelled by ctx mid-way (its reply, once sent, is read),
+// but the caller does not wait for it past ctx: it runs on the caller's
+// goroutine only when that cannot keep it past ctx (inlineCall), else on a
+// Client-owned goroutine, and Unlock returns errAbandoned as soon as ctx
+// ends; the release then lands or not on its own, and a retried Unlock is
+// safe either way (release receipts).
 func (l *Lease) release(ctx context.Context) (releaseReply, error) {
 	r := l.args()
 	call := func() (releaseReply, error) {
@@ -149,8 +151,12 @@ func (l *Lease) release(ctx context.Context) (releaseReply, error) {
 		defer cancel()
 		return l.p.release(cctx, r)
 	}
-	if ctx.Done() == nil && !l.c.isClosed() {
-		return call()
+	if cctx, ok := l.c.inlineCall(ctx, ctx); ok && !l.c.isClosed() {
+		rep, err := l.p.release(cctx, r)
+		if err != nil && ctx.Err() != nil {
+			return releaseReply{}, errAbandoned // retried (release_retry.go)
+		}
+		return rep, err
 	}
 	type result struct {
 		rep releaseReply

@@ -25,6 +25,8 @@ type config struct {
 	// replay is how long a closed attempt's record is kept in Redis: the
 	// time a copy of its command can still arrive (replayWindow).
 	replay time.Duration
+	// calls is what bounds a call through the client (inline.go).
+	calls callLimits
 }
 
 func defaultConfig() config {
@@ -65,17 +67,26 @@ const MinLeaseTime = 10 * time.Millisecond
 // TryLock's, above all — is kept that long, not a whole lease: 12s with
 // go-redis v9's defaults (5s + 5s + 2s), between 5s and 30s.
 func replayWindow(rdb any) time.Duration {
-	read, write := 5*time.Second, 5*time.Second // go-redis v9's defaults
-	switch r := rdb.(type) {
-	case interface{ Options() *redis.Options }:
-		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
-	case interface{ Options() *redis.ClusterOptions }:
-		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
+	read, write, known := callTimeouts(rdb)
+	if !known {
+		read, write = 5*time.Second, 5*time.Second // go-redis v9's defaults
 	}
 	if read <= 0 || write <= 0 { // no timeout: copies are not bounded by one
 		return receiptTTL
 	}
 	return min(max(read+write+2*time.Second, 5*time.Second), receiptTTL)
+}
+
+// callTimeouts is the read and write timeouts of rdb's connections (0 or
+// less: none), when rdb is one of go-redis's clients (known).
+func callTimeouts(rdb any) (read, write time.Duration, known bool) {
+	switch r := rdb.(type) {
+	case interface{ Options() *redis.Options }:
+		return r.Options().ReadTimeout, r.Options().WriteTimeout, true
+	case interface{ Options() *redis.ClusterOptions }:
+		return r.Options().ReadTimeout, r.Options().WriteTimeout, true
+	}
+	return 0, 0, false
 }
 
 // LockOption configures one acquisition.

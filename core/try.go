@@ -13,21 +13,20 @@ var errAbandoned = errors.New("keylock: attempt abandoned")
 var errAttemptOver = errors.New("keylock: acquisition already resolved")
 
 // attempt makes one acquisition attempt. The Redis call itself never sees
-// ctx's cancellation — its reply is always read, so a lock won just as ctx
-// ends is known and given back — but the caller does not wait for it past
-// ctx: when ctx can end, the call runs on a goroutine owned by the Client,
-// and if ctx ends first attempt returns errAbandoned and that goroutine,
-// once the call is over, resolves the acquisition (settle.go) whatever its
-// outcome. Nothing the abandoned goroutine learns is written where the
-// caller could read it.
+// ctx's cancellation mid-way — its reply, once sent, is read, so a lock won
+// just as ctx ends is known and given back — but the caller does not wait
+// for it past ctx: the call runs on the caller's goroutine only when that
+// cannot keep it past ctx (inlineCall); otherwise it runs on a goroutine
+// owned by the Client, and if ctx ends first attempt returns errAbandoned
+// and that goroutine, once the call is over, resolves the acquisition
+// (settle.go) whatever its outcome. Nothing the abandoned goroutine learns
+// is written where the caller could read it.
 func (a *attempt) attempt(ctx, actx context.Context) (acquireReply, error) {
 	a.attempts++
 	a.t.seq = a.attempts
 	a.sent = true
 	c, p, t := a.c, a.p, a.t
-	call := func() (acquireReply, error) {
-		cctx, cancel := c.callContext(actx)
-		defer cancel()
+	call := func(cctx context.Context) (acquireReply, error) {
 		c.loadScripts(cctx)
 		return p.acquire(cctx, t)
 	}
@@ -35,15 +34,26 @@ func (a *attempt) attempt(ctx, actx context.Context) (acquireReply, error) {
 		a.answered = err == nil && t.final && !rep.acquired
 		return rep, err
 	}
-	if ctx.Done() == nil {
-		return note(call())
+	if cctx, ok := c.inlineCall(ctx, actx); ok {
+		rep, err := call(cctx)
+		if err != nil && ctx.Err() != nil {
+			// ctx ended during the call and go-redis stopped: the outcome
+			// is unknown. Whatever reached Redis is resolved, as for a
+			// call the caller left on another goroutine.
+			a.settled = true
+			c.settleLater(p, t)
+			return acquireReply{}, errAbandoned
+		}
+		return note(rep, err)
 	}
 	type result struct {
 		rep acquireReply
 		err error
 	}
 	r, ok, err := detach(c, ctx, func() result {
-		rep, err := call()
+		cctx, cancel := c.callContext(actx)
+		defer cancel()
+		rep, err := call(cctx)
 		return result{rep, err}
 	}, func(result) {
 		// The caller left: resolve the acquisition here, on this

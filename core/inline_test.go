@@ -1,0 +1,181 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// Which calls run on the caller's goroutine: those that cannot keep it past
+// its context's deadline, and only a read and a write timeout past its
+// cancellation.
+func TestCallsRunInlineOnlyWhenBounded(t *testing.T) {
+	defaults := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	noTimeout := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: -1})
+	ctxTimeouts := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	for _, r := range []*redis.Client{defaults, noTimeout, ctxTimeouts} {
+		t.Cleanup(func() { _ = r.Close() })
+	}
+	deadline := func(d time.Duration) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	cancelOnly, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, tc := range []struct {
+		name string
+		rdb  redis.UniversalClient
+		ctx  context.Context
+		want bool
+	}{
+		{"background", defaults, context.Background(), true},
+		{"cancellable, no deadline", defaults, cancelOnly, true},
+		// go-redis v9's defaults: 4 tries of up to 5s for a connection, 5
+		// dials of 5.1s, a 5s write and two 5s reads, 3 backoffs of 1s.
+		{"a request's deadline", defaults, deadline(30 * time.Second), false},
+		{"a deadline further than a whole call", defaults, deadline(10 * time.Minute), true},
+		{"no read timeout", noTimeout, cancelOnly, false},
+		{"no read timeout, background", noTimeout, context.Background(), true},
+		{"go-redis ends calls at the deadline", ctxTimeouts, deadline(time.Second), true},
+		{"unknown client", struct{ redis.UniversalClient }{defaults}, cancelOnly, false},
+	} {
+		c := core.New(tc.rdb)
+		if got := core.RunsInline(c, tc.ctx); got != tc.want {
+			t.Errorf("%s: runs inline = %v, want %v", tc.name, got, tc.want)
+		}
+		_ = c.Close()
+	}
+}
+
+// A Lock whose context (no deadline) is cancelled while its attempt is in
+// flight, on the caller's goroutine: it returns once the reply is in, with
+// the context's error, and gives back what the attempt won.
+func TestCancelledLockInFlightGivesBack(t *testing.T) {
+	srv, direct := single(t)
+	p := redistestProxy(t, srv.Addr())
+	c := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second))
+	warm(t, c)
+	p.Delay(150 * time.Millisecond) // a 300ms round trip
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !core.RunsInline(c, ctx) {
+		t.Fatal("a cancellable context without a deadline does not run inline: the test would not reach that path")
+	}
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := c.Mutex("cancelled").Lock(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock: %v, want context.Canceled", err)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("Lock returned %s after the cancel: longer than the read and write timeouts", took)
+	}
+	p.Pass()
+	if !eventually(3*time.Second, func() bool { return !lockKeyExists(t, direct, "cancelled") }) {
+		t.Fatal("the cancelled Lock left the lock held by an owner nobody knows")
+	}
+}
+
+// The same during a partition: go-redis's read ends at its timeout (and it
+// does not try again, the context being over); whatever reached Redis is
+// resolved once the link heals.
+func TestCancelledLockDuringAPartitionIsBounded(t *testing.T) {
+	srv, direct := single(t)
+	p := redistestProxy(t, srv.Addr())
+	const timeout = 300 * time.Millisecond
+	c := newLocks(t, retryingProxyClient(t, p.Addr(), timeout))
+	warm(t, c)
+	p.Blackhole()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := c.Mutex("partitioned").Lock(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock: %v, want context.Canceled", err)
+	}
+	if took := time.Since(start); took > 2*timeout+time.Second {
+		t.Fatalf("Lock returned after %s: a cancelled call must end within its read and write timeouts (%s each)", took, timeout)
+	}
+	p.Pass()
+	if !eventually(3*time.Second, func() bool { return !lockKeyExists(t, direct, "partitioned") }) {
+		t.Fatal("the cancelled Lock left the lock held by an owner nobody knows")
+	}
+}
+
+// A Lock under a deadline nearer than the client's timeouts allow is not
+// kept past it while Redis is silent.
+func TestLockReturnsAtItsDeadlineDuringAPartition(t *testing.T) {
+	srv, _ := single(t)
+	p := redistestProxy(t, srv.Addr())
+	c := newLocks(t, retryingProxyClient(t, p.Addr(), 3*time.Second))
+	warm(t, c)
+	p.Blackhole()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Mutex("deadline").Lock(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock: %v, want DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Lock returned after %s with a 100ms deadline", took)
+	}
+}
+
+// A Lock whose context is cancelled while its attempt crosses a link slower
+// than the read timeout: the attempt runs on the server, go-redis sees a
+// timeout and does not try again (the context is over), and the Lock
+// returns. What the attempt won is given back all the same.
+func TestCancelledLockOverASlowLinkGivesBack(t *testing.T) {
+	srv, direct := single(t)
+	p := redistestProxy(t, srv.Addr())
+	const timeout = 300 * time.Millisecond
+	c := newLocks(t, retryingProxyClient(t, p.Addr(), timeout))
+	warm(t, c)
+	p.Delay(400 * time.Millisecond) // the attempt reaches Redis after the read timed out
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err := c.Mutex("slow").Lock(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock: %v, want context.Canceled", err)
+	}
+	if !eventually(2*time.Second, func() bool { return lockKeyExists(t, direct, "slow") }) {
+		t.Fatal("the attempt never ran on the server: the test did not reproduce the unknown outcome")
+	}
+	p.Pass()
+	if !eventually(5*time.Second, func() bool { return !lockKeyExists(t, direct, "slow") }) {
+		t.Fatal("the cancelled Lock left the lock held by an owner nobody knows")
+	}
+}
+
+// Unlock under a cancellable context runs inline too; cancelled during a
+// partition, it returns within the timeouts and the release is retried.
+func TestCancelledUnlockDuringAPartitionIsRetried(t *testing.T) {
+	srv, direct := single(t)
+	p := redistestProxy(t, srv.Addr())
+	const timeout = 300 * time.Millisecond
+	c := newLocks(t, retryingProxyClient(t, p.Addr(), timeout))
+	l := mustLock(t, c.Mutex("unlock-cancelled"), context.Background())
+	p.Blackhole()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	if err := l.Unlock(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Unlock: %v, want context.Canceled", err)
+	}
+	if took := time.Since(start); took > 2*timeout+time.Second {
+		t.Fatalf("Unlock returned after %s", took)
+	}
+	p.Pass()
+	if !eventually(5*time.Second, func() bool { return !lockKeyExists(t, direct, "unlock-cancelled") }) {
+		t.Fatal("the release was not retried after the cancelled Unlock")
+	}
+}
