@@ -36,6 +36,7 @@ type Client struct {
 
 	scripts     *script.Cache // SHAs of the scripts, shared per rdb (package script)
 	scriptsOnce sync.Once     // SCRIPT LOAD of every script before the first call
+	scriptsDone atomic.Bool   // scriptsOnce has run
 	refusals    sync.Map      // optional commands refused and reported (refused.go)
 
 	mu     sync.Mutex

@@ -64,6 +64,9 @@ func ScriptNameOf(command, bodyOrSHA string) string {
 // RunsInline reports whether a call made for a caller under ctx runs on the
 // caller's goroutine (inline.go).
 func RunsInline(c *Client, ctx context.Context) bool {
-	_, ok := c.inlineCall(ctx, ctx)
+	_, stop, ok := c.inlineCall(ctx, ctx)
+	if ok {
+		stop()
+	}
 	return ok
 }

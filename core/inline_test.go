@@ -35,10 +35,7 @@ func TestCallsRunInlineOnlyWhenBounded(t *testing.T) {
 	}{
 		{"background", defaults, context.Background(), true},
 		{"cancellable, no deadline", defaults, cancelOnly, true},
-		// go-redis v9's defaults: 4 tries of up to 5s for a connection, 5
-		// dials of 5.1s, a 5s write and two 5s reads, 3 backoffs of 1s.
-		{"a request's deadline", defaults, deadline(30 * time.Second), false},
-		{"a deadline further than a whole call", defaults, deadline(10 * time.Minute), true},
+		{"a deadline", defaults, deadline(time.Minute), false},
 		{"no read timeout", noTimeout, cancelOnly, false},
 		{"no read timeout, background", noTimeout, context.Background(), true},
 		{"go-redis ends calls at the deadline", ctxTimeouts, deadline(time.Second), true},
@@ -152,6 +149,40 @@ func TestCancelledLockOverASlowLinkGivesBack(t *testing.T) {
 	p.Pass()
 	if !eventually(5*time.Second, func() bool { return !lockKeyExists(t, direct, "slow") }) {
 		t.Fatal("the cancelled Lock left the lock held by an owner nobody knows")
+	}
+}
+
+// With go-redis's ContextTimeoutEnabled a Lock under a deadline runs
+// inline, and go-redis ends its calls at the deadline: during a partition
+// the Lock returns at its deadline, not later.
+func TestInlineLockKeepsItsDeadlineDuringAPartition(t *testing.T) {
+	srv, _ := single(t)
+	p := redistestProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := newLocks(t, rdb)
+	warm(t, c)
+	const budget = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	if !core.RunsInline(c, ctx) {
+		t.Fatal("the Lock does not run inline: the test would not reach that path")
+	}
+	p.Blackhole()
+	start := time.Now()
+	_, err := c.Mutex("inline-deadline").Lock(ctx)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock: %v, want DeadlineExceeded", err)
+	}
+	if took > budget+200*time.Millisecond {
+		t.Fatalf("Lock returned %s after its %s deadline", took-budget, budget)
+	}
+	// And the same for WaitTimeout, a budget the call's own context lacks.
+	start = time.Now()
+	_, err = c.Mutex("inline-budget").Lock(context.Background(), core.WaitTimeout(budget))
+	if took := time.Since(start); err == nil || took > budget+200*time.Millisecond {
+		t.Fatalf("Lock with a %s WaitTimeout: %v after %s", budget, err, took)
 	}
 }
 

@@ -151,12 +151,13 @@ func (l *Lease) release(ctx context.Context) (releaseReply, error) {
 		defer cancel()
 		return l.p.release(cctx, r)
 	}
-	if cctx, ok := l.c.inlineCall(ctx, ctx); ok && !l.c.isClosed() {
+	if cctx, stop, ok := l.c.inlineCall(ctx, ctx); ok && !l.c.isClosed() {
 		rep, err := l.p.release(cctx, r)
-		if err != nil && ctx.Err() != nil {
-			return releaseReply{}, errAbandoned // retried (release_retry.go)
-		}
+		err = inlineErr(ctx, err) // errAbandoned: retried (release_retry.go)
+		stop()
 		return rep, err
+	} else if ok {
+		stop()
 	}
 	type result struct {
 		rep releaseReply

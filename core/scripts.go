@@ -42,6 +42,7 @@ func (c *Client) loadScripts(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 		defer cancel()
 		c.loadAllScripts(ctx)
+		c.scriptsDone.Store(true)
 	})
 }
 

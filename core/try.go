@@ -16,7 +16,8 @@ var errAttemptOver = errors.New("keylock: acquisition already resolved")
 // ctx's cancellation mid-way — its reply, once sent, is read, so a lock won
 // just as ctx ends is known and given back — but the caller does not wait
 // for it past ctx: the call runs on the caller's goroutine only when that
-// cannot keep it past ctx (inlineCall); otherwise it runs on a goroutine
+// cannot keep it past ctx (inlineCall, and not the Client's first call,
+// which loads the scripts); otherwise it runs on a goroutine
 // owned by the Client, and if ctx ends first attempt returns errAbandoned
 // and that goroutine, once the call is over, resolves the acquisition
 // (settle.go) whatever its outcome. Nothing the abandoned goroutine learns
@@ -34,17 +35,21 @@ func (a *attempt) attempt(ctx, actx context.Context) (acquireReply, error) {
 		a.answered = err == nil && t.final && !rep.acquired
 		return rep, err
 	}
-	if cctx, ok := c.inlineCall(ctx, actx); ok {
+	if cctx, stop, ok := c.inlineCall(ctx, actx); ok && (ctx.Done() == nil || c.scriptsDone.Load()) {
 		rep, err := call(cctx)
-		if err != nil && ctx.Err() != nil {
+		err = inlineErr(ctx, err)
+		stop()
+		if err == errAbandoned {
 			// ctx ended during the call and go-redis stopped: the outcome
 			// is unknown. Whatever reached Redis is resolved, as for a
 			// call the caller left on another goroutine.
 			a.settled = true
 			c.settleLater(p, t)
-			return acquireReply{}, errAbandoned
+			return acquireReply{}, err
 		}
 		return note(rep, err)
+	} else if ok {
+		stop()
 	}
 	type result struct {
 		rep acquireReply
