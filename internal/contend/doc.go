@@ -12,7 +12,9 @@
 // Everything goes through core's public API. The driver ([Run]) starts
 // worker processes (the test binary again, with [WorkerEnv] set, running
 // [WorkerMain]); each has its own go-redis client and its own core.Client
-// and takes orders as JSON lines on stdin. All times are CLOCK_MONOTONIC
+// and takes orders as JSON lines on stdin. Every Lock and Unlock runs under
+// a cancellable context without a deadline, as an HTTP request's (a timer
+// cancels it if a run hangs). All times are CLOCK_MONOTONIC
 // (the same clock in every process of one machine), so one process's
 // release and another's acquisition compare directly. Redis's side is read
 // from INFO commandstats before and after each measurement.
