@@ -240,21 +240,29 @@ func (w *worker) once(ctx context.Context, i int, l loop, rng *rand.Rand) (pause
 		acq.Owner = fmt.Sprintf("w%d-%d-loop%d-job%d", w.cfg.Slot, w.pid, i, rng.IntN(l.owners))
 		base = core.WithOwner(ctx, acq.Owner)
 	}
-	// Half the waits are bounded by WaitTimeout, half by the context (whose
-	// end may come while an attempt is in flight).
+	// A third of the waits are bounded by WaitTimeout, a third by the
+	// context's deadline (whose end may come while an attempt is in
+	// flight), a third by the context's cancellation, as a request's whose
+	// client went away (core then runs its calls on this goroutine, and an
+	// attempt cut short is resolved behind it).
 	lockCtx, cancel := base, context.CancelFunc(func() {})
 	opts := []core.LockOption{}
 	bound := time.Duration(200+rng.IntN(4800)) * time.Millisecond
-	if rng.IntN(2) == 0 {
+	switch rng.IntN(3) {
+	case 0:
 		opts = append(opts, core.WaitTimeout(bound))
 		acq.Detail = "WaitTimeout " + bound.String()
 		if !acq.Try { // a TryLock does not wait
 			acq.Bound, acq.BoundBy = int64(bound), event.BoundWait
 		}
-	} else {
+	case 1:
 		lockCtx, cancel = context.WithTimeout(base, bound)
 		acq.Detail = "context timeout " + bound.String()
 		acq.Bound, acq.BoundBy = int64(bound), event.BoundContext
+	default:
+		lockCtx, cancel = cancelAfter(base, bound)
+		acq.Detail = "context cancelled after " + bound.String()
+		acq.Bound, acq.BoundBy = int64(bound), event.BoundCancel
 	}
 	defer cancel()
 	if l.kind == event.KindMutexLease {
@@ -337,10 +345,22 @@ func (w *worker) track(ctx context.Context, lease *core.Lease, seq uint64) func(
 
 // unlock releases lease (section seq) and logs the result.
 func (w *worker) unlock(ctx context.Context, lease *core.Lease, seq uint64) {
-	unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	// Every other Unlock runs under a cancellation instead of a deadline.
+	var (
+		unlockCtx    context.Context
+		cancelUnlock context.CancelFunc
+		boundBy      string
+	)
+	if seq%2 == 0 {
+		unlockCtx, cancelUnlock = context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+		boundBy = event.BoundContext
+	} else {
+		unlockCtx, cancelUnlock = cancelAfter(context.WithoutCancel(ctx), unlockTimeout)
+		boundBy = event.BoundCancel
+	}
 	defer cancelUnlock()
 	rel := event.Record{Ev: event.Rel, W: w.cfg.Slot, PID: w.pid, Seq: seq, T0: event.Now(),
-		Bound: int64(unlockTimeout), BoundBy: event.BoundContext}
+		Bound: int64(unlockTimeout), BoundBy: boundBy}
 	if err := lease.Unlock(unlockCtx); err != nil {
 		rel.Err = unlockClass(err)
 	}
@@ -451,5 +471,15 @@ func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	}
+}
+
+// cancelAfter is a context without a deadline that is cancelled after d.
+func cancelAfter(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	t := time.AfterFunc(d, cancel)
+	return ctx, func() {
+		t.Stop()
+		cancel()
 	}
 }

@@ -376,7 +376,7 @@ func (r *Report) Write(w io.Writer) {
 		p("fixed leases run out inside (process neither stopped nor starved): %d; told at worst %v after Lock returned + lease − 1%% − 2ms; %d told only after Redis had dropped them",
 			r.FixedLeaseTold, r.FixedLeaseWorst.Round(time.Millisecond/10), r.FixedLeaseAfterExpiry)
 	}
-	for _, k := range []string{"Lock " + event.BoundContext, "Lock " + event.BoundWait, "Unlock " + event.BoundContext} {
+	for _, k := range []string{"Lock " + event.BoundContext, "Lock " + event.BoundWait, "Lock " + event.BoundCancel, "Unlock " + event.BoundContext, "Unlock " + event.BoundCancel} {
 		if l := r.Lateness[k]; l != nil {
 			p("%s-bounded calls: %d, %d returned more than %v past their bound, worst %v past it (%s; faults %s)",
 				k, l.Calls, l.Late, Late, l.Worst.Round(time.Millisecond), l.Lock, strings.Join(l.Faults, ","))

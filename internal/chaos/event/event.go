@@ -102,6 +102,7 @@ var Faults = []string{FaultLatency, FaultSpike, FaultReset, FaultPartition, Faul
 const (
 	BoundContext = "context"     // the context's deadline
 	BoundWait    = "WaitTimeout" // core.WaitTimeout
+	BoundCancel  = "cancel"      // the context's cancellation (no deadline), as a request's
 )
 
 // Lock kinds (Record.Kind) as the workers name them.
