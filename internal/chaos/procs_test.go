@@ -66,19 +66,42 @@ func TestKillReportsAStarvedWorker(t *testing.T) {
 	}{{"ticking", time.Millisecond, false}, {"not running", 300 * time.Millisecond, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tick := filepath.Join(t.TempDir(), "w.jsonl.tick")
-			last := event.Now() - int64(tc.ago)
-			var b [8]byte
-			binary.LittleEndian.PutUint64(b[:], uint64(last))
-			if err := os.WriteFile(tick, b[:], 0o644); err != nil {
+			f, err := os.OpenFile(tick, os.O_CREATE|os.O_WRONLY, 0o644) // as watchSchedule writes it
+			if err != nil {
 				t.Fatal(err)
+			}
+			defer f.Close()
+			writeTick := func(at int64) {
+				var b [8]byte
+				binary.LittleEndian.PutUint64(b[:], uint64(at))
+				if _, err := f.WriteAt(b[:], 0); err != nil {
+					t.Error(err)
+				}
 			}
 			cmd := exec.Command("sleep", "30")
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			last := event.Now() - int64(tc.ago)
+			writeTick(last)
+			stop := make(chan struct{})
+			ticking := make(chan struct{})
+			go func() { // a running worker's schedule watch: a tick every millisecond
+				defer close(ticking)
+				for !tc.starved {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+						writeTick(event.Now())
+					}
+				}
+			}()
 			p := &proc{cmd: cmd, tick: tick, done: make(chan struct{})}
 			go func() { _ = cmd.Wait(); close(p.done) }()
 			at, since := p.kill()
+			close(stop)
+			<-ticking
 			switch {
 			case tc.starved && since != last+int64(scheduleTick):
 				t.Fatalf("starved since %d, want %d", since, last+int64(scheduleTick))
