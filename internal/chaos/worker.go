@@ -260,7 +260,7 @@ func (w *worker) once(ctx context.Context, i int, l loop, rng *rand.Rand) (pause
 		acq.Detail = "context timeout " + bound.String()
 		acq.Bound, acq.BoundBy = int64(bound), event.BoundContext
 	default:
-		lockCtx, cancel = cancelAfter(base, bound)
+		lockCtx, cancel = event.RequestContext(base, bound)
 		acq.Detail = "context cancelled after " + bound.String()
 		acq.Bound, acq.BoundBy = int64(bound), event.BoundCancel
 	}
@@ -355,7 +355,7 @@ func (w *worker) unlock(ctx context.Context, lease *core.Lease, seq uint64) {
 		unlockCtx, cancelUnlock = context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
 		boundBy = event.BoundContext
 	} else {
-		unlockCtx, cancelUnlock = cancelAfter(context.WithoutCancel(ctx), unlockTimeout)
+		unlockCtx, cancelUnlock = event.RequestContext(context.WithoutCancel(ctx), unlockTimeout)
 		boundBy = event.BoundCancel
 	}
 	defer cancelUnlock()
@@ -471,15 +471,5 @@ func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
-	}
-}
-
-// cancelAfter is a context without a deadline that is cancelled after d.
-func cancelAfter(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	t := time.AfterFunc(d, cancel)
-	return ctx, func() {
-		t.Stop()
-		cancel()
 	}
 }

@@ -71,7 +71,7 @@ func herdOf(ctx context.Context, cfg Config, stats *statsReader, ps []*proc, k K
 	if err != nil {
 		return h, err
 	}
-	lockCtx, cancel := requestContext(ctx, time.Minute)
+	lockCtx, cancel := event.RequestContext(ctx, time.Minute)
 	lease, err := hl.lock(lockCtx)
 	cancel()
 	if err != nil {

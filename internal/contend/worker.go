@@ -111,7 +111,7 @@ func (w *worker) handle(req request) {
 	case opRun:
 		w.run(req)
 	case opAcquire:
-		ctx, cancel := requestContext(w.ctx, time.Minute)
+		ctx, cancel := event.RequestContext(w.ctx, time.Minute)
 		h, err := w.lk.lock(ctx)
 		cancel()
 		if err != nil {
@@ -126,7 +126,7 @@ func (w *worker) handle(req request) {
 			w.fail(evReleased, errors.New("release: nothing held"))
 			return
 		}
-		ctx, cancel := requestContext(w.ctx, time.Minute)
+		ctx, cancel := event.RequestContext(w.ctx, time.Minute)
 		t0 := event.Now()
 		err := h.Unlock(ctx)
 		t1 := event.Now()
@@ -239,7 +239,7 @@ func (w *worker) closeLock() {
 // for a read the other times.
 func (w *worker) run(req request) {
 	sent0 := w.sent.n.Load()
-	ctx, cancel := requestContext(w.ctx, time.Duration(req.End-event.Now())+time.Minute)
+	ctx, cancel := event.RequestContext(w.ctx, time.Duration(req.End-event.Now())+time.Minute)
 	defer cancel()
 	take := func(int) func(context.Context) (held, error) { return w.lk.lock }
 	if rw, ok := w.lk.(rwLocker); ok && req.Every > 0 {
@@ -352,7 +352,7 @@ func (w *worker) waiters(req request) {
 			defer lockers.Done()
 			h, err := lk.lock(withNote(ctx, &waitNote{first: first}))
 			if err == nil {
-				ctx, cancel := requestContext(ctx, time.Minute)
+				ctx, cancel := event.RequestContext(ctx, time.Minute)
 				err = h.Unlock(ctx)
 				cancel()
 			}
@@ -395,17 +395,4 @@ func (w *worker) waiters(req request) {
 		}
 		w.reply(r)
 	}()
-}
-
-// requestContext is the context the workers lock and unlock under: like an
-// HTTP request's, cancellable and without a deadline (core runs its calls
-// on the caller's goroutine then). It is cancelled after limit, so that a
-// Lock that hangs still ends the run.
-func requestContext(parent context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	t := time.AfterFunc(limit, cancel)
-	return ctx, func() {
-		t.Stop()
-		cancel()
-	}
 }
