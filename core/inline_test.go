@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,58 +51,53 @@ func TestCallsRunInlineOnlyWhenBounded(t *testing.T) {
 }
 
 // A Lock whose context (no deadline) is cancelled while its attempt is in
-// flight, on the caller's goroutine: it returns once the reply is in, with
-// the context's error, and gives back what the attempt won.
-func TestCancelledLockInFlightGivesBack(t *testing.T) {
-	srv, direct := single(t)
-	p := redistestProxy(t, srv.Addr())
-	c := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second))
-	warm(t, c)
-	p.Delay(150 * time.Millisecond) // a 300ms round trip
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if !core.RunsInline(c, ctx) {
-		t.Fatal("a cancellable context without a deadline does not run inline: the test would not reach that path")
-	}
-	time.AfterFunc(50*time.Millisecond, cancel)
-	start := time.Now()
-	_, err := c.Mutex("cancelled").Lock(ctx)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Lock: %v, want context.Canceled", err)
-	}
-	if took := time.Since(start); took > 4*time.Second {
-		t.Fatalf("Lock returned %s after the cancel: longer than the read and write timeouts", took)
-	}
-	p.Pass()
-	if !eventually(3*time.Second, func() bool { return !lockKeyExists(t, direct, "cancelled") }) {
-		t.Fatal("the cancelled Lock left the lock held by an owner nobody knows")
-	}
-}
-
-// The same during a partition: go-redis's read ends at its timeout (and it
-// does not try again, the context being over); whatever reached Redis is
-// resolved once the link heals.
-func TestCancelledLockDuringAPartitionIsBounded(t *testing.T) {
-	srv, direct := single(t)
-	p := redistestProxy(t, srv.Addr())
-	const timeout = 300 * time.Millisecond
-	c := newLocks(t, retryingProxyClient(t, p.Addr(), timeout))
-	warm(t, c)
-	p.Blackhole()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	time.AfterFunc(50*time.Millisecond, cancel)
-	start := time.Now()
-	_, err := c.Mutex("partitioned").Lock(ctx)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Lock: %v, want context.Canceled", err)
-	}
-	if took := time.Since(start); took > 2*timeout+time.Second {
-		t.Fatalf("Lock returned after %s: a cancelled call must end within its read and write timeouts (%s each)", took, timeout)
-	}
-	p.Pass()
-	if !eventually(3*time.Second, func() bool { return !lockKeyExists(t, direct, "partitioned") }) {
-		t.Fatal("the cancelled Lock left the lock held by an owner nobody knows")
+// flight on the caller's goroutine returns with the context's error, within
+// the client's read and write timeouts, and what the attempt won is given
+// back:
+//   - late reply: the reply comes after the cancel; the win is given back;
+//   - partition: go-redis's read ends at its timeout, and it does not try
+//     again (the context is over);
+//   - slower than the read timeout: the attempt runs on the server while
+//     go-redis gives up on it; the unknown outcome is resolved.
+func TestCancelledLockGivesBack(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // the client's read and write timeouts
+		fault   func(*redistest.Proxy)
+		ran     bool // the attempt surely ran on the server
+	}{
+		{"late reply", 2 * time.Second, func(p *redistest.Proxy) { p.Delay(150 * time.Millisecond) }, true},
+		{"partition", 300 * time.Millisecond, (*redistest.Proxy).Blackhole, false},
+		{"slower than the read timeout", 300 * time.Millisecond, func(p *redistest.Proxy) { p.Delay(400 * time.Millisecond) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, direct := single(t)
+			p := redistestProxy(t, srv.Addr())
+			c := newLocks(t, retryingProxyClient(t, p.Addr(), tc.timeout))
+			warm(t, c)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if !core.RunsInline(c, ctx) {
+				t.Fatal("a cancellable context without a deadline does not run inline: the test would not reach that path")
+			}
+			tc.fault(p)
+			time.AfterFunc(50*time.Millisecond, cancel)
+			start := time.Now()
+			_, err := c.Mutex("cancelled").Lock(ctx)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("Lock: %v, want context.Canceled", err)
+			}
+			if took := time.Since(start); took > 2*tc.timeout+time.Second {
+				t.Fatalf("Lock returned after %s: a cancelled call must end within its read and write timeouts (%s each)", took, tc.timeout)
+			}
+			if tc.ran && !eventually(2*time.Second, func() bool { return lockKeyExists(t, direct, "cancelled") }) {
+				t.Fatal("the attempt never ran on the server: the test did not reproduce the unknown outcome")
+			}
+			p.Pass()
+			if !eventually(5*time.Second, func() bool { return !lockKeyExists(t, direct, "cancelled") }) {
+				t.Fatal("the cancelled Lock left the lock held by an owner nobody knows")
+			}
+		})
 	}
 }
 
@@ -122,33 +118,6 @@ func TestLockReturnsAtItsDeadlineDuringAPartition(t *testing.T) {
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("Lock returned after %s with a 100ms deadline", took)
-	}
-}
-
-// A Lock whose context is cancelled while its attempt crosses a link slower
-// than the read timeout: the attempt runs on the server, go-redis sees a
-// timeout and does not try again (the context is over), and the Lock
-// returns. What the attempt won is given back all the same.
-func TestCancelledLockOverASlowLinkGivesBack(t *testing.T) {
-	srv, direct := single(t)
-	p := redistestProxy(t, srv.Addr())
-	const timeout = 300 * time.Millisecond
-	c := newLocks(t, retryingProxyClient(t, p.Addr(), timeout))
-	warm(t, c)
-	p.Delay(400 * time.Millisecond) // the attempt reaches Redis after the read timed out
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	time.AfterFunc(50*time.Millisecond, cancel)
-	_, err := c.Mutex("slow").Lock(ctx)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Lock: %v, want context.Canceled", err)
-	}
-	if !eventually(2*time.Second, func() bool { return lockKeyExists(t, direct, "slow") }) {
-		t.Fatal("the attempt never ran on the server: the test did not reproduce the unknown outcome")
-	}
-	p.Pass()
-	if !eventually(5*time.Second, func() bool { return !lockKeyExists(t, direct, "slow") }) {
-		t.Fatal("the cancelled Lock left the lock held by an owner nobody knows")
 	}
 }
 
