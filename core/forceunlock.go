@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
@@ -106,33 +105,17 @@ func (c *Client) forceUnlock(ctx context.Context, name string) (*ForceUnlockResu
 	if err != nil {
 		return nil, err
 	}
-	a, ok := v.([]any)
-	if !ok || len(a) != 4 {
-		return nil, fmt.Errorf("unexpected force-unlock reply %T", v)
-	}
-	st, err := decodeSnapshot(name, a[0])
+	r, err := reply.ParseForceUnlock(v)
 	if err != nil {
 		return nil, err
 	}
-	deleted, err := reply.Int(a[1])
-	if err != nil {
-		return nil, err
-	}
-	var reached [3]int64
-	if r, ok := a[2].([]any); ok && len(r) == 3 {
-		for i := range r {
-			if reached[i], err = reply.Int(r[i]); err != nil {
-				return nil, err
-			}
-		}
-	}
-	head, _ := a[3].(string)
+	st := snapshotState(name, r.Removed)
 	// The clients the script's wake-ups reached are the ones that waited.
-	st.addWaiting(reached)
-	woken := reached[0] + reached[1] + reached[2]
+	st.addWaiting(r.Reached)
+	woken := r.Reached[0] + r.Reached[1] + r.Reached[2]
 	// The lock is freed by now: a failed identity lookup leaves the holders'
 	// identities out of the result, it does not turn the result into an
 	// error (an operator retrying would free the next holder).
 	_ = c.identify(ctx, []*LockState{st})
-	return &ForceUnlockResult{Removed: st, Freed: st.Held, KeysDeleted: int(deleted), WokenClients: int(woken), WokenHead: head}, nil
+	return &ForceUnlockResult{Removed: st, Freed: st.Held, KeysDeleted: int(r.Deleted), WokenClients: int(woken), WokenHead: r.Head}, nil
 }

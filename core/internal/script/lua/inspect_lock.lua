@@ -5,6 +5,7 @@
 -- KEYS[1..9]  the lock's keys, as listed in lib_inspect.lua
 -- ARGV[1]     the most queue entries to return
 --
--- Returns the snapshot of lib_inspect.lua. Which kind of lock the keys
--- belong to, who holds it and who waits is decoded by inspect.go.
+-- Returns the snapshot of lib_inspect.lua (decoded by reply.ParseSnapshot).
+-- Which kind of lock the keys belong to, who holds it and who waits is
+-- told by core (inspect_state.go).
 return snapshot(KEYS, tonumber(ARGV[1]))
