@@ -21,8 +21,8 @@ type ForceUnlockResult struct {
 	// KeysDeleted is the number of Redis keys deleted (the lock hash, RW
 	// readers and counts, semaphore holder deadlines).
 	KeysDeleted int
-	// WokenClients is the number of subscriptions the wake-ups on the
-	// lock's shared channels reached (a RedLock's waiters; each Client
+	// WokenClients is the number of subscriptions the wake-up on the
+	// lock's shared channel reached (a RedLock's waiters; each Client
 	// wakes all its local waiters of the channel).
 	WokenClients int
 	// WokenHead is the member of the lock's line woken on its Client's
@@ -96,7 +96,7 @@ func (c *Client) forceUnlock(ctx context.Context, name string) (*ForceUnlockResu
 		return nil, err
 	}
 	k := newKeys(name)
-	ks := append(lockKeys(k), wakeChannels(k)...)
+	ks := append(lockKeys(k), k.ch)
 	// The receipt makes the call idempotent: a copy of it (go-redis retried
 	// it, or it arrived late) answers the first copy's result and frees
 	// nothing — not the hold of a waiter the first copy woke.
@@ -112,10 +112,9 @@ func (c *Client) forceUnlock(ctx context.Context, name string) (*ForceUnlockResu
 	st := snapshotState(name, r.Removed)
 	// The clients the script's wake-ups reached are the ones that waited.
 	st.addWaiting(r.Reached)
-	woken := r.Reached[0] + r.Reached[1] + r.Reached[2]
 	// The lock is freed by now: a failed identity lookup leaves the holders'
 	// identities out of the result, it does not turn the result into an
 	// error (an operator retrying would free the next holder).
 	_ = c.identify(ctx, []*LockState{st})
-	return &ForceUnlockResult{Removed: st, Freed: st.Held, KeysDeleted: int(r.Deleted), WokenClients: int(woken), WokenHead: r.Head}, nil
+	return &ForceUnlockResult{Removed: st, Freed: st.Held, KeysDeleted: int(r.Deleted), WokenClients: int(r.Reached), WokenHead: r.Head}, nil
 }

@@ -31,7 +31,7 @@ type LockState struct {
 	// Name is the lock name.
 	Name string
 	// Kind is told from the keys present: KindSemaphore (permit holders),
-	// KindRW (readers, write intents, or waiters on the RW channels),
+	// KindRW (readers, write intents, or readers and writers in line),
 	// KindFair (a line of FairMutex waiters), KindMutex (a line of Mutex
 	// waiters, or an exclusive hold and nothing else: a fair lock nobody
 	// waits for and an RW lock held for writing with nobody waiting look
@@ -53,11 +53,12 @@ type LockState struct {
 	Line []Waiter
 	// Waiters counts the waiters Redis knows of: the whole line for a fair
 	// lock; for the other kinds, the RW write intents plus the clients
-	// subscribed to the lock's wake-up channels (a Client multiplexes all
-	// its waiters of a channel over one subscription, so it counts as one).
+	// subscribed to the lock's shared wake-up channel (a Client multiplexes
+	// all its waiters of a channel over one subscription, so it counts as
+	// one).
 	Waiters int
-	// WaitingClients is the number of subscriptions to the lock's wake-up
-	// channels (mutex, semaphore, RW readers and writers), -1 when they
+	// WaitingClients is the number of subscriptions to the lock's shared
+	// wake-up channel, keylock:{name}:ch (a RedLock's waiters), -1 when they
 	// could not be counted.
 	WaitingClients int
 	// Permits is a semaphore's permit count stored by SetPermits, 0 when
@@ -151,10 +152,6 @@ func lockKeys(k keys) []string {
 		k.sub("rcount"), k.sub("intents"), k.sub("expiry"), k.sub("size"), k.sub("standing")}
 }
 
-// wakeChannels are the channels waiters of any kind of the name listen on,
-// but the fair waiters' own ones: mutex and semaphore, RW readers, writers.
-func wakeChannels(k keys) []string { return []string{k.ch, k.ch + ":r", k.ch + ":w"} }
-
 // Inspect reads the state of the lock called name: whether it is held, by
 // whom (with the readable identity of their clients), for how long, its
 // fencing token and who waits. It writes nothing. A name nothing is stored
@@ -205,13 +202,12 @@ func (c *Client) InspectNames(ctx context.Context, names []string) ([]*LockState
 	return states, nil
 }
 
-// countWaiting fills in WaitingClients (and adds them to Waiters, and uses
-// them to recognise an RW lock) from the subscriptions to the states' wake-up
-// channels.
+// countWaiting fills in WaitingClients (and adds them to Waiters) from the
+// subscriptions to the states' shared wake-up channels.
 func (c *Client) countWaiting(ctx context.Context, states []*LockState) error {
-	var channels []string
-	for _, st := range states {
-		channels = append(channels, wakeChannels(newKeys(st.Name))...)
+	channels := make([]string, len(states))
+	for i, st := range states {
+		channels[i] = newKeys(st.Name).ch
 	}
 	subs, err := c.subscribers(ctx, channels)
 	if isRefusal(err) {
@@ -222,27 +218,18 @@ func (c *Client) countWaiting(ctx context.Context, states []*LockState) error {
 	if err != nil {
 		return err
 	}
-	for _, st := range states {
-		chs := wakeChannels(newKeys(st.Name))
-		st.addWaiting([3]int64{subs[chs[0]], subs[chs[1]], subs[chs[2]]})
+	for i, st := range states {
+		st.addWaiting(subs[channels[i]])
 	}
 	return nil
 }
 
-// addWaiting records the clients subscribed to the lock's channels (mutex
-// and semaphore, RW readers, RW writers). Waiters on the RW channels tell
-// an RW lock held for writing from a mutex.
-func (st *LockState) addWaiting(subs [3]int64) {
-	n := subs[0] + subs[1] + subs[2]
-	st.WaitingClients = int(n)
+// addWaiting records the clients subscribed to the lock's shared wake-up
+// channel (keylock:{name}:ch).
+func (st *LockState) addWaiting(subs int64) {
+	st.WaitingClients = int(subs)
 	if st.Kind != KindFair {
-		st.Waiters += int(n)
-	}
-	if subs[1]+subs[2] > 0 && (st.Kind == KindMutex || st.Kind == "") {
-		st.Kind = KindRW
-		for i := range st.Holders {
-			st.Holders[i].Mode = KindWrite
-		}
+		st.Waiters += int(subs)
 	}
 }
 

@@ -8,16 +8,15 @@ type ForceUnlock struct {
 	Removed Snapshot
 	// Deleted is the number of keys deleted.
 	Deleted int64
-	// Reached is the number of subscriptions each wake-up on the lock's
-	// shared channels reached (the script's KEYS[11], KEYS[12], KEYS[13]).
-	Reached [3]int64
+	// Reached is the number of subscriptions the wake-up on the lock's
+	// shared channel (the script's KEYS[11]) reached.
+	Reached int64
 	// Head is the line member woken on its Client's channel, "" when none.
 	Head string
 }
 
 // ParseForceUnlock decodes force_unlock's reply: {snapshot, keys deleted,
-// {subscriptions reached, one per shared channel}, the member woken or
-// false}.
+// subscriptions reached, the member woken or false}.
 func ParseForceUnlock(v any) (ForceUnlock, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) != 4 {
@@ -31,14 +30,8 @@ func ParseForceUnlock(v any) (ForceUnlock, error) {
 	if r.Deleted, err = Int(a[1]); err != nil {
 		return ForceUnlock{}, fmt.Errorf("force-unlock reply: keys deleted: %w", err)
 	}
-	reached, ok := a[2].([]any)
-	if !ok || len(reached) != len(r.Reached) {
-		return ForceUnlock{}, fmt.Errorf("force-unlock reply: unexpected wake-up counts %T of %d elements, want %d", a[2], len(reached), len(r.Reached))
-	}
-	for i, x := range reached {
-		if r.Reached[i], err = Int(x); err != nil {
-			return ForceUnlock{}, fmt.Errorf("force-unlock reply: wake-up count: %w", err)
-		}
+	if r.Reached, err = Int(a[2]); err != nil {
+		return ForceUnlock{}, fmt.Errorf("force-unlock reply: subscriptions reached: %w", err)
 	}
 	switch h := a[3].(type) {
 	case nil: // Lua's false: nobody was woken
