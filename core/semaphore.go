@@ -146,9 +146,7 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	}
 	pub, err := s.c.hub.PublishCommand(ctx)
 	if err == nil {
-		err = scriptSemSetPermits.Run(ctx, s.c.rdb,
-			[]string{s.size, s.k.lock, s.expiry, s.k.fence, s.queue, s.deadlines, s.standing, s.chPrefix},
-			n, pub, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)).Err()
+		err = scriptSemSetPermits.Run(ctx, s.c.rdb, s.scriptKeys(), s.scriptArgs(pub, n)...).Err()
 	}
 	return wrapRedis("set permits", s.k.name, err)
 }
@@ -159,7 +157,7 @@ func (s *Semaphore) Available(ctx context.Context) (size, free int, err error) {
 	if s.err != nil {
 		return 0, 0, s.err
 	}
-	v, err := scriptSemAvailable.Run(ctx, s.c.rdb, []string{s.k.lock, s.expiry, s.size}, s.permits).Result()
+	v, err := scriptSemAvailable.Run(ctx, s.c.rdb, s.scriptKeys()[:3], s.permits).Result()
 	if err != nil {
 		return 0, 0, wrapRedis("available", s.k.name, err)
 	}
@@ -205,10 +203,23 @@ func (a semAttempt) member(t try) string { return t.id }
 func (s *Semaphore) lineKey() string             { return s.queue }
 func (s *Semaphore) placeTimeout() time.Duration { return DefaultFairWaiterTimeout }
 
+// scriptKeys is the key table the semaphore's scripts share (lib_sem.lua):
+// holders hash and deadlines, permit count, fence, the line (queue,
+// deadlines, standing attempts, channel prefix), then the call's own key.
+func (s *Semaphore) scriptKeys(own ...string) []string {
+	return append([]string{s.k.lock, s.expiry, s.size, s.k.fence, s.queue, s.deadlines, s.standing, s.chPrefix}, own...)
+}
+
+// scriptArgs is the arguments the semaphore's scripts share (lib_sem.lua):
+// the publish command, the permit count (used when none is stored; the new
+// count for sem_set_permits), the fence TTL, the claim window and a grant
+// record's shortest life, then the script's own.
+func (s *Semaphore) scriptArgs(pub string, permits int, own ...any) []any {
+	return append([]any{pub, permits, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)}, own...)
+}
+
 func (s *Semaphore) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
-	return scriptSemKeep.Run(ctx, s.c.rdb,
-		[]string{s.k.lock, s.expiry, s.size, s.k.fence, s.queue, s.deadlines, s.standing, s.chPrefix},
-		append([]any{pub, ms(ttl), s.permits, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)}, places...)...)
+	return scriptSemKeep.Run(ctx, s.c.rdb, s.scriptKeys(), s.scriptArgs(pub, s.permits, append([]any{ms(ttl)}, places...)...)...)
 }
 
 func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
@@ -216,10 +227,9 @@ func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	if err != nil {
 		return acquireReply{}, err
 	}
-	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire,
-		[]string{a.k.lock, a.expiry, a.size, a.k.fence, a.k.receipt(t.id), a.queue, a.deadlines, a.standing, a.chPrefix},
-		t.id, ms(t.lease), ms(fenceTTL), a.n, a.permits, t.recordTTL(), t.finalArg(), t.replayArg(),
-		ms(DefaultFairWaiterTimeout), pub, boolArg(t.watchdog), a.c.id, t.owner, ms(DefaultFairClaimWindow), ms(receiptTTL))
+	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire, a.scriptKeys(a.k.receipt(t.id)),
+		a.scriptArgs(pub, a.permits, t.id, ms(t.lease), a.n, t.recordTTL(), t.finalArg(), t.replayArg(),
+			ms(DefaultFairWaiterTimeout), boolArg(t.watchdog), a.c.id, t.owner)...)
 	if err != nil {
 		return acquireReply{}, err
 	}
@@ -267,7 +277,6 @@ func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseRep
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptSemRelease.Run(ctx, a.c.rdb,
-		[]string{a.k.lock, a.expiry, a.k.receipt(id), a.size, a.k.fence, a.queue, a.deadlines, a.standing, a.chPrefix},
-		a.holder, pub, ms(receiptTTL), abort, a.permits, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
+	return decodeRelease(scriptSemRelease.Run(ctx, a.c.rdb, a.scriptKeys(a.k.receipt(id)),
+		a.scriptArgs(pub, a.permits, a.holder, ms(receiptTTL), abort)...))
 }

@@ -23,7 +23,34 @@
 -- lease deadline), size (permit count key), fence, queue, deadlines,
 -- standing, ch (channel prefix), permits (the count when size is absent),
 -- fence_ttl, claim (claim window ms), record_ttl (a grant's record, at
--- least), publish.
+-- least), publish. sem_state builds it from the layout every semaphore
+-- script that changes the semaphore is called with (sem_acquire,
+-- sem_release, sem_keep, sem_set_permits):
+--
+-- KEYS[1]  holders hash: holder id -> permits held, ':'..holder id -> owner id
+-- KEYS[2]  holders zset: holder id -> the holder's lease deadline (server ms)
+-- KEYS[3]  permit count set by SetPermits (string; absent: ARGV[2])
+-- KEYS[4]  fence counter of this semaphore
+-- KEYS[5]  queue: list of waiting holder ids, first in line at the head
+-- KEYS[6]  waiter deadlines: zset holder id -> server time (ms) after which
+--          the waiter is presumed dead
+-- KEYS[7]  standing attempts: hash holder id -> 'id|lease|tag|s<n>|since|owner'
+-- KEYS[8]  prefix of the waiters' channels (lib_queue.lua)
+-- KEYS[9]  the call's own key, for the scripts that have one
+-- ARGV[1]  publish command: 'publish' or 'spublish'
+-- ARGV[2]  permit count to use when KEYS[3] is absent
+-- ARGV[3]  fence counter TTL in milliseconds
+-- ARGV[4]  claim window in milliseconds (a grant's first lease)
+-- ARGV[5]  shortest life of a grant's record in milliseconds
+-- ARGV[6..] the script's own arguments
+local function sem_state()
+  return {
+    holders = KEYS[1], expiry = KEYS[2], size = KEYS[3], fence = KEYS[4],
+    queue = KEYS[5], deadlines = KEYS[6], standing = KEYS[7], ch = KEYS[8],
+    publish = ARGV[1], permits = tonumber(ARGV[2]), fence_ttl = ARGV[3],
+    claim = tonumber(ARGV[4]), record_ttl = tonumber(ARGV[5]),
+  }
+end
 
 -- admit_scan bounds how far into the line one admission pass looks.
 local admit_scan = 64
