@@ -51,11 +51,11 @@ type LockState struct {
 	// queue, first in line first (at most 1000), or an RW lock's writers
 	// that announced they wait (write intents).
 	Line []Waiter
-	// Waiters counts the waiters Redis knows of: the whole line for a fair
-	// lock; for the other kinds, the RW write intents plus the clients
-	// subscribed to the lock's shared wake-up channel (a Client multiplexes
-	// all its waiters of a channel over one subscription, so it counts as
-	// one).
+	// Waiters counts the waiters Redis knows of: the whole line (Line shows
+	// at most its first inspectQueueLimit), plus, for every kind but the
+	// fair lock, the clients subscribed to the lock's shared wake-up channel
+	// (a RedLock's waiters; a Client multiplexes all its waiters of a
+	// channel over one subscription, so it counts as one).
 	Waiters int
 	// WaitingClients is the number of subscriptions to the lock's shared
 	// wake-up channel, keylock:{name}:ch (a RedLock's waiters), -1 when they
