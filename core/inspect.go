@@ -51,8 +51,8 @@ type LockState struct {
 	// queue, first in line first (at most 1000), or an RW lock's writers
 	// that announced they wait (write intents).
 	Line []Waiter
-	// Waiters counts the waiters Redis knows of: the whole line (Line shows
-	// at most its first inspectQueueLimit), plus, for every kind but the
+	// Waiters counts the waiters Redis knows of: the whole line (Line lists
+	// at most the first 1000), plus, for every kind but the
 	// fair lock, the clients subscribed to the lock's shared wake-up channel
 	// (a RedLock's waiters; a Client multiplexes all its waiters of a
 	// channel over one subscription, so it counts as one).
