@@ -55,7 +55,7 @@ func (c *Client) acquireAs(ctx context.Context, p protocol, wait bool, opts []Lo
 		switch {
 		case err == nil:
 			ev.Outcome, ev.Token, ev.Reentry = OutcomeAcquired, l.token, a.reentry
-			ev.Hold, ev.HoldStarted = c.reportAcquired(l, actx)
+			ev.Hold, ev.HoldStarted = c.watchdog.reportAcquired(l, actx)
 		case errors.Is(err, ErrLocked) && ctx.Err() == nil:
 			ev.Outcome = OutcomeBusy
 		case ctx.Err() != nil && !errors.Is(err, ErrUnavailable):
@@ -150,17 +150,17 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 		cancel: cancel,
 	}
 	l.ctx = &leaseContext{Context: cctx, l: l}
-	res, replaced := c.addLease(l, deadline, rep.reentry)
+	res, replaced := c.watchdog.addLease(l, deadline, rep.reentry)
 	if res == addOK && (rep.granted || (a.watchdog && left < lease)) {
 		// A grant (or a win answered from its record, when the push was
 		// lost) lives for the claim window only: extend it early
 		// (grant.go), not at the next renewal pass.
-		c.claimLater(l.hold, left)
+		c.watchdog.claimLater(l.hold, left)
 	}
 	// A fresh hold of an owner this Client saw holding another one: that
 	// one was lost behind its back (expired, force-unlocked, an empty
 	// restart). Its leases learn it now, not at the next renewal.
-	c.signalLost(replaced, ErrLockLost)
+	c.watchdog.signalLost(replaced, ErrLockLost)
 	switch res {
 	case addClosed:
 		cancel(ErrClosed)
@@ -173,7 +173,7 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 			a.info.Name, inner(ErrUnavailable), rep.token)
 	}
 	if err := ctx.Err(); err != nil {
-		c.removeLease(l)
+		c.watchdog.removeLease(l)
 		l.cancel(context.Canceled)
 		a.giveBack()
 		if cause := context.Cause(ctx); cause != err {

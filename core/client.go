@@ -30,6 +30,7 @@ type Client struct {
 	// stop: New starts them, Close stops them and waits in wg.
 	hub      *hub.Hub        // pub/sub wake-ups (internal/hub)
 	restart  *restartWatch   // noticing an empty restart (restart.go)
+	watchdog *watchdog       // holds, renewals and deadlines (watchdog.go)
 	identity *identityKeeper // the identity record, or nil (identity.go)
 
 	places placeKeeper // waiters' places in line (wait_place.go)
@@ -39,10 +40,11 @@ type Client struct {
 	scriptsDone atomic.Bool   // scriptsOnce has run
 	refusals    sync.Map      // optional commands refused and reported (refused.go)
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// closed is set once Close began; guarded by mu. From then on spawn
+	// starts nothing (so no wg.Add races Close's wg.Wait), and new Lock
+	// calls and new leases (the watchdog's addLease) are refused.
 	closed bool
-	holds  registry // renewed / deadline-watched holds (holds.go)
-	renew  renewer  // the renewal loop's state (renew.go)
 
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
@@ -77,12 +79,10 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	}
 	cfg.identity = startedNow(cfg.identity)
 	c := &Client{
-		rdb:   rdb,
-		cfg:   cfg,
-		id:    hex.EncodeToString(b[:]),
-		holds: newRegistry(),
-		renew: newRenewer(),
-		done:  make(chan struct{}),
+		rdb:  rdb,
+		cfg:  cfg,
+		id:   hex.EncodeToString(b[:]),
+		done: make(chan struct{}),
 	}
 	c.grace, c.cancelGrace = context.WithCancel(context.Background())
 	c.scripts = script.Attach(rdb)
@@ -91,7 +91,12 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c.restart = newRestartWatch(restartWatchParams{
 		rdb: rdb, hub: c.hub, busy: c.busy, recheck: c.afterRestart, refused: c.reportRefused,
 	})
-	c.identity = newIdentityKeeper(rdb, c.id, cfg.identity, cfg.releaseTimeout, c.holdsAny)
+	c.watchdog = newWatchdog(watchdogParams{
+		rdb: rdb, pipeline: c.pipeline, reloadScripts: c.loadAllScripts,
+		timeout: cfg.watchdogTimeout, observer: cfg.observer, longHold: cfg.longHold,
+		spawn: c.spawn, callContext: c.callContext, began: c.restart.kick, closing: c.isClosed,
+	})
+	c.identity = newIdentityKeeper(rdb, c.id, cfg.identity, cfg.releaseTimeout, c.watchdog.holdsAny)
 	c.hub.ID = c.id
 	c.hub.Kick = c.restart.kick
 	c.hub.Refused = func(err error) {
@@ -102,7 +107,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 
 	// The hub starts its goroutines on its first waiter.
 	c.restart.start(&c.wg)
-	c.startWatchdog()
+	c.watchdog.start(&c.wg)
 	c.identity.start(&c.wg)
 	return c
 }
@@ -127,19 +132,16 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	holds := c.holds.takeAll()
 	c.mu.Unlock()
 
-	close(c.done) // also stops the watchdog
+	close(c.done) // ends the Client's own calls (callContext)
 	c.restart.stop()
 	c.identity.stop()
 	// Give-backs keep closeGrace from now, also those that start after
 	// Close returns (an attempt on its caller's goroutine whose winning
 	// reply arrives then).
 	time.AfterFunc(closeGrace, c.cancelGrace)
-	for _, h := range holds {
-		c.lose(h, ErrClosed)
-	}
+	c.watchdog.stop() // cancels the leases left, with ErrClosed
 	c.hub.Close()
 	c.wg.Wait()
 	script.Detach(c.rdb)

@@ -4,9 +4,9 @@ import (
 	"time"
 )
 
-// The deadline watch: one goroutine and one timer per Client cancel every
-// hold whose local safety deadline passed without a renewal, with cause
-// ErrLockLost, at that deadline (not a timer per lease).
+// The deadline watch (watchdog.go): one goroutine and one timer per Client
+// cancel every hold whose local safety deadline passed without a renewal,
+// with cause ErrLockLost, at that deadline (not a timer per lease).
 //
 // The same wake-ups report long holds (longhold.go): a hold with a
 // long-hold threshold is filed at the earlier of its deadline and the
@@ -93,75 +93,74 @@ func (q deadlineHeap) down(i int) bool {
 }
 
 // watchDeadlines is the deadline watch's goroutine.
-func (c *Client) watchDeadlines() {
-	defer c.wg.Done()
+func (w *watchdog) watchDeadlines() {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	for {
-		c.mu.Lock()
-		armed := len(c.holds.deadlines) > 0
+		w.mu.Lock()
+		armed := len(w.holds.deadlines) > 0
 		var next time.Duration
 		if armed {
-			next = c.holds.deadlines[0].heapAt - time.Since(c.holds.epoch)
-			c.holds.armed = c.holds.deadlines[0].heapAt
+			next = w.holds.deadlines[0].heapAt - time.Since(w.holds.epoch)
+			w.holds.armed = w.holds.deadlines[0].heapAt
 		}
-		c.holds.armedOK = armed
-		c.mu.Unlock()
+		w.holds.armedOK = armed
+		w.mu.Unlock()
 		if armed {
 			t.Reset(next)
 		}
 		select {
-		case <-c.done:
+		case <-w.done:
 			t.Stop()
 			return
-		case <-c.holds.rearm:
+		case <-w.holds.rearm:
 		case <-t.C:
 		}
 		t.Stop()
-		c.expireDue()
+		w.expireDue()
 	}
 }
 
 // expireDue loses every hold whose deadline has passed and re-files the
 // ones renewed meanwhile (also those due within deadlineBatch, so one
-// wake-up serves them all). It takes c.mu once per batch of holds, and
+// wake-up serves them all). It takes w.mu once per batch of holds, and
 // cancels leases outside it.
-func (c *Client) expireDue() {
+func (w *watchdog) expireDue() {
 	const batch = 1000
 	for {
 		var lost []*Lease
 		var long []longHoldReport
 		more := false
-		c.mu.Lock()
+		w.mu.Lock()
 		now := time.Now()
-		horizon := now.Sub(c.holds.epoch) + deadlineBatch
-		for n := 0; len(c.holds.deadlines) > 0; n++ {
+		horizon := now.Sub(w.holds.epoch) + deadlineBatch
+		for n := 0; len(w.holds.deadlines) > 0; n++ {
 			if n == batch {
 				more = true
 				break
 			}
-			h := c.holds.deadlines[0]
+			h := w.holds.deadlines[0]
 			switch {
 			case h.heapAt > horizon:
 			case !h.deadline.After(now):
-				lost = append(lost, c.detach(h)...)
+				lost = append(lost, w.detach(h)...)
 				continue
 			case !h.longAt.IsZero() && !h.longAt.After(now): // held too long (longhold.go)
 				long = append(long, longHoldReport{l: h.leases[0], since: h.since, threshold: h.longAt.Sub(h.since), leases: len(h.leases)})
 				h.longAt = time.Time{}
-				h.heapAt = h.nextAt(c.holds.epoch)
-				c.holds.deadlines.fix(0)
+				h.heapAt = h.nextAt(w.holds.epoch)
+				w.holds.deadlines.fix(0)
 				continue
-			case h.nextAt(c.holds.epoch) > h.heapAt: // renewed since filed
-				h.heapAt = h.nextAt(c.holds.epoch)
-				c.holds.deadlines.fix(0)
+			case h.nextAt(w.holds.epoch) > h.heapAt: // renewed since filed
+				h.heapAt = h.nextAt(w.holds.epoch)
+				w.holds.deadlines.fix(0)
 				continue
 			}
 			break // the first hold is due later: the timer waits for it
 		}
-		c.mu.Unlock()
-		c.signalLost(lost, ErrLockLost)
-		c.reportLongHolds(long)
+		w.mu.Unlock()
+		w.signalLost(lost, ErrLockLost)
+		w.reportLongHolds(long)
 		if !more {
 			return
 		}

@@ -261,7 +261,7 @@ const deadlockCheckEvery = time.Second
 // most once per deadlockCheckEvery. A failed inspection refuses nothing.
 func (a *attempt) deadlockCheck(ctx context.Context) (nested bool, err error) {
 	c := a.c
-	if !c.holdsOther(a.info.Owner, a.p.holdKey()) {
+	if !c.watchdog.holdsOther(a.info.Owner, a.p.holdKey()) {
 		return false, nil
 	}
 	if time.Since(a.deadlockAt) < deadlockCheckEvery {
@@ -301,10 +301,10 @@ func (a *attempt) deadlockCheck(ctx context.Context) (nested bool, err error) {
 
 // holdsOther reports whether owner holds a lock on this Client other than
 // the one at key.
-func (c *Client) holdsOther(owner, key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, h := range c.holds.list {
+func (w *watchdog) holdsOther(owner, key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range w.holds.list {
 		if h.owner == owner && h.key != key {
 			return true
 		}

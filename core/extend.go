@@ -70,18 +70,18 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 		return wrapRedis("extend", l.info.Name, err)
 	}
 	if !held {
-		l.c.loseLease(l)
+		l.c.watchdog.loseLease(l)
 		return fmt.Errorf("keylock: extend %q: %w", l.info.Name, inner(ErrLockLost))
 	}
-	l.c.extendDeadline(l, sent.Add(left-driftMargin(left)))
+	l.c.watchdog.extendDeadline(l, sent.Add(left-driftMargin(left)))
 	return nil
 }
 
 // extendDeadline moves l's hold's safety deadline to deadline when that is
 // later (the deadline watch re-files it when it looks).
-func (c *Client) extendDeadline(l *Lease, deadline time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (w *watchdog) extendDeadline(l *Lease, deadline time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if deadline.After(l.deadline) {
 		l.deadline = deadline
 	}
@@ -91,12 +91,12 @@ func (c *Client) extendDeadline(l *Lease, deadline time.Time) {
 }
 
 // loseLease tells l's hold (all its leases) that it was lost.
-func (c *Client) loseLease(l *Lease) {
-	c.mu.Lock()
+func (w *watchdog) loseLease(l *Lease) {
+	w.mu.Lock()
 	h := l.hold
-	c.mu.Unlock()
+	w.mu.Unlock()
 	if h != nil {
-		c.lose(h, ErrLockLost)
+		w.lose(h, ErrLockLost)
 	}
 }
 

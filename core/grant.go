@@ -60,45 +60,45 @@ func (s *waitState) granted() (grant, bool) {
 // halfway to the hold's deadline. Until a claim lands the hold's deadline
 // is the claim window's, so a claim that cannot reach Redis ends in a loss
 // told at that deadline.
-func (c *Client) claimLater(h *hold, window time.Duration) {
-	c.claimAfter(h, window/3, true)
+func (w *watchdog) claimLater(h *hold, window time.Duration) {
+	w.claimAfter(h, window/3, true)
 }
 
-func (c *Client) claimAfter(h *hold, delay time.Duration, again bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (w *watchdog) claimAfter(h *hold, delay time.Duration, again bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if h.gone || (h.claim != nil && again) {
 		return
 	}
 	h.claim = time.AfterFunc(delay, func() {
-		c.mu.Lock()
+		w.mu.Lock()
 		skip := h.gone || len(h.leases) == 0 || h.renewing
 		lease, budget := h.lease, time.Until(h.deadline)
 		if !skip {
 			h.renewing = true
 		}
-		c.mu.Unlock()
+		w.mu.Unlock()
 		if skip || budget <= 0 {
 			return
 		}
 		done := func() {
-			c.mu.Lock()
+			w.mu.Lock()
 			h.renewing = false
-			c.mu.Unlock()
+			w.mu.Unlock()
 		}
-		if !c.spawn(func() {
+		if !w.spawn(func() {
 			defer done()
-			ctx, cancel := c.callContext(context.Background())
+			ctx, cancel := w.callContext(context.Background())
 			defer cancel()
 			ctx, stop := context.WithTimeout(ctx, budget)
 			defer stop()
 			sent := time.Now()
 			it := renewItem{h: h, lease: lease}
 			it.ok, it.err = h.p.renewOne(ctx, it.renewal())
-			c.applyRenewals(sent, []renewItem{it})
+			w.applyRenewals(sent, []renewItem{it})
 			if it.err != nil && again {
-				if left := time.Until(h.deadlineNow(c)); left > 0 {
-					c.claimAfter(h, left/2, false)
+				if left := time.Until(w.deadlineOf(h)); left > 0 {
+					w.claimAfter(h, left/2, false)
 				}
 			}
 		}) {

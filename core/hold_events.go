@@ -57,7 +57,7 @@ func (h Hold) AcquireContext() context.Context {
 type heldContext struct{ ctx context.Context }
 
 // observed is a hold's state as observers were told it, guarded by
-// Client.mu (but actx, read without it by Hold.AcquireContext).
+// watchdog.mu (but actx, read without it by Hold.AcquireContext).
 type observed struct {
 	// told counts the hold's leases reported acquired (Lease.told) still
 	// in it: the hold has begun for observers while it is not 0.
@@ -69,9 +69,9 @@ type observed struct {
 // AcquireStart returned (actx), as told, and reports whether it begins its
 // hold for observers. A hold already gone (lost while this acquisition was
 // finishing) neither begins nor ends again: its Lost was told.
-func (c *Client) reportAcquired(l *Lease, actx context.Context) (Hold, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (w *watchdog) reportAcquired(l *Lease, actx context.Context) (Hold, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	h := l.hold
 	if h == nil {
 		return Hold{}, false
@@ -90,13 +90,13 @@ func (c *Client) reportAcquired(l *Lease, actx context.Context) (Hold, bool) {
 
 // holdOf returns l's hold (the zero Hold for a MultiLock lease, which has
 // none of its own).
-func (c *Client) holdOf(l *Lease) Hold {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (w *watchdog) holdOf(l *Lease) Hold {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return Hold{l.hold}
 }
 
-// untell is called with c.mu held as told lease l leaves its live hold h;
+// untell is called with watchdog.mu held as told lease l leaves its live hold h;
 // it reports whether that ends the hold for observers.
 func (h *hold) untell(l *Lease) bool {
 	if !l.told {

@@ -5,11 +5,11 @@ import (
 )
 
 // hold is what one owner holds of one lock on this Client: one or more
-// leases (re-entries) sharing one Redis-side lease. The Client keeps every
+// leases (re-entries) sharing one Redis-side lease. The watchdog keeps every
 // hold in its registry: the renewal loop (renew.go) renews the holds taken
 // without LeaseTime, and the deadline watch (deadline.go) cancels a hold's
-// leases at its local safety deadline. Every field is guarded by Client.mu
-// (id, p and info never change).
+// leases at its local safety deadline. Every field is guarded by
+// watchdog.mu (key, owner, token and p never change).
 type hold struct {
 	key      string // p.holdKey()
 	owner    string
@@ -51,17 +51,17 @@ func (h *hold) nextAt(epoch time.Time) time.Duration {
 	return at.Sub(epoch)
 }
 
-// deadlineNow reads h's deadline under c.mu.
-func (h *hold) deadlineNow(c *Client) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// deadlineOf reads h's deadline under w.mu.
+func (w *watchdog) deadlineOf(h *hold) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return h.deadline
 }
 
 // holdID identifies a hold: what (protocol.holdKey) and for whom.
 type holdID struct{ key, owner string }
 
-// registry is every live hold of a Client, guarded by Client.mu: by id (to
+// registry is every live hold of a Client, guarded by watchdog.mu: by id (to
 // find a re-entered hold), as a list (renewal passes walk it in chunks, in a
 // stable order so each hold is renewed at about the same point of every
 // tick) and in a heap ordered by deadline (one timer for all of them).
@@ -165,7 +165,7 @@ type addResult int
 
 const (
 	addOK     addResult = iota // registered with its hold
-	addClosed                  // the Client was closed meanwhile
+	addClosed                  // the watchdog was stopped meanwhile (Close)
 	addStale                   // its hold was already replaced by a later one
 )
 
@@ -177,14 +177,21 @@ const (
 // earlier token belongs to a hold already gone (addStale). A RedLock
 // re-entry keeps the hold's token: a different majority may report a
 // different one.
-func (c *Client) addLease(l *Lease, deadline time.Time, reentry bool) (res addResult, replaced []*Lease) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+func (w *watchdog) addLease(l *Lease, deadline time.Time, reentry bool) (res addResult, replaced []*Lease) {
+	// Leases are refused from Close's first step, before Close ends the
+	// Client's calls: a win whose reply arrives because Close ended its call
+	// is given back, not handed out. stopped refuses a lease that got past
+	// this check while stop took every hold.
+	if w.closing() {
+		return addClosed, nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
 		return addClosed, nil
 	}
 	key := l.p.holdKey()
-	h := c.holds.byID[holdID{key, l.info.Owner}]
+	h := w.holds.byID[holdID{key, l.info.Owner}]
 	if h != nil && h.token != l.token {
 		switch {
 		case reentry && isAloneRenewer(h.p):
@@ -192,18 +199,18 @@ func (c *Client) addLease(l *Lease, deadline time.Time, reentry bool) (res addRe
 		case l.token < h.token:
 			return addStale, nil
 		default:
-			replaced = append([]*Lease(nil), c.detach(h)...)
+			replaced = append([]*Lease(nil), w.detach(h)...)
 			h = nil
 		}
 	}
 	if h == nil {
 		h = &hold{key: key, owner: l.info.Owner, token: l.token, p: l.p, lease: l.lease, watchdog: l.watchdog, deadline: deadline,
 			since: l.acquired}
-		if d := c.longHoldFor(l); d > 0 {
+		if d := w.longHoldFor(l); d > 0 {
 			h.longAt = l.acquired.Add(d)
 		}
-		c.holds.add(h)
-		c.restart.kick() // a hold began
+		w.holds.add(h)
+		w.began()
 	} else {
 		if l.watchdog && !h.watchdog {
 			h.watchdog, h.lease = true, l.lease
@@ -218,16 +225,16 @@ func (c *Client) addLease(l *Lease, deadline time.Time, reentry bool) (res addRe
 }
 
 // holdsAny reports whether the Client holds any lock.
-func (c *Client) holdsAny() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.holds.len() > 0
+func (w *watchdog) holdsAny() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.holds.len() > 0
 }
 
 // releaseStarted and releaseDone bracket an Unlock in flight.
-func (c *Client) releaseStarted(l *Lease) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (w *watchdog) releaseStarted(l *Lease) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if l.hold != nil {
 		l.hold.releasing++
 	}
@@ -236,27 +243,27 @@ func (c *Client) releaseStarted(l *Lease) {
 // releaseDone ends the release and removes the lease from its hold in one
 // critical section, so a renewal cannot find the lock gone in between and
 // report a loss. It reports whether that ended the hold for observers.
-func (c *Client) releaseDone(l *Lease) (holdEnded bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (w *watchdog) releaseDone(l *Lease) (holdEnded bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if l.hold != nil {
 		l.hold.releasing--
 	}
-	return c.removeLeaseLocked(l)
+	return w.removeLeaseLocked(l)
 }
 
 // removeLease forgets a released lease; the last one out ends its hold.
-func (c *Client) removeLease(l *Lease) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.removeLeaseLocked(l)
+func (w *watchdog) removeLease(l *Lease) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.removeLeaseLocked(l)
 }
 
-// removeLeaseLocked is removeLease with c.mu held. The hold keeps being
+// removeLeaseLocked is removeLease with w.mu held. The hold keeps being
 // renewed only while one of its remaining leases was taken without
 // LeaseTime. It reports whether the hold ended for observers: l was the
 // last of its leases reported acquired.
-func (c *Client) removeLeaseLocked(l *Lease) (holdEnded bool) {
+func (w *watchdog) removeLeaseLocked(l *Lease) (holdEnded bool) {
 	h := l.hold
 	if h == nil {
 		return false
@@ -272,7 +279,7 @@ func (c *Client) removeLeaseLocked(l *Lease) (holdEnded bool) {
 	}
 	holdEnded = h.untell(l)
 	if len(h.leases) == 0 {
-		c.detach(h)
+		w.detach(h)
 		return holdEnded
 	}
 	h.watchdog = false
@@ -292,36 +299,36 @@ func (c *Client) removeLeaseLocked(l *Lease) (holdEnded bool) {
 		}
 	}
 	if last.Before(h.deadline) {
-		c.holds.moveDeadline(h, last)
+		w.holds.moveDeadline(h, last)
 	}
 	return holdEnded
 }
 
 // detach ends h: out of the registry, no longer renewed or watched. It
-// returns h's leases. c.mu is held.
-func (c *Client) detach(h *hold) []*Lease {
+// returns h's leases. w.mu is held.
+func (w *watchdog) detach(h *hold) []*Lease {
 	h.gone = true
-	c.holds.remove(h)
+	w.holds.remove(h)
 	return h.leases
 }
 
 // lose cancels every lease of h with cause and tells the observer.
-func (c *Client) lose(h *hold, cause error) {
-	c.mu.Lock()
+func (w *watchdog) lose(h *hold, cause error) {
+	w.mu.Lock()
 	if h.gone {
-		c.mu.Unlock()
+		w.mu.Unlock()
 		return
 	}
-	leases := append([]*Lease(nil), c.detach(h)...)
-	c.mu.Unlock()
-	c.signalLost(leases, cause)
+	leases := append([]*Lease(nil), w.detach(h)...)
+	w.mu.Unlock()
+	w.signalLost(leases, cause)
 }
 
 // signalLost cancels leases, the leases of holds just ended (each hold's
 // together), with cause, after telling the observer once per hold.
-func (c *Client) signalLost(leases []*Lease, cause error) {
+func (w *watchdog) signalLost(leases []*Lease, cause error) {
 	// The observer hears of the loss before the code under the leases does.
-	if obs := c.cfg.observer; obs != nil {
+	if obs := w.observer; obs != nil {
 		lostHolds(leases, cause, func(e LostEvent) { obs.Lost(e.Lease.ctx, e) })
 	}
 	for _, l := range leases {

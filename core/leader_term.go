@@ -84,7 +84,7 @@ func (t *Term) watch(free context.CancelFunc) {
 			select {
 			case <-t.resigning:
 			default:
-				c.renewNow()
+				c.watchdog.renewNow()
 			}
 		case <-ctx.Done():
 			ended = true

@@ -23,7 +23,7 @@ type Lease struct {
 	// Client's); it applies to the hold the lease begins (longhold.go).
 	longHold time.Duration
 	lease    time.Duration
-	// deadline is this lease's own local safety deadline (guarded by c.mu):
+	// deadline is this lease's own local safety deadline (guarded by watchdog.mu):
 	// its hold keeps the latest of its leases', and falls back to it when
 	// the watchdog leases of the hold are gone (Redis then keeps the key
 	// only until the last fixed lease ends).
@@ -36,8 +36,8 @@ type Lease struct {
 
 	mu       sync.Mutex // serialises Unlock
 	released bool
-	told     bool  // reported acquired to the observer (hold_events.go); guarded by c.mu
-	hold     *hold // guarded by c.mu
+	told     bool  // reported acquired to the observer (hold_events.go); guarded by watchdog.mu
+	hold     *hold // guarded by watchdog.mu
 }
 
 // Context returns the lease's context. It carries the values of the context
@@ -93,7 +93,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	obs := l.c.cfg.observer
 	ev := ReleaseEvent{Lock: l.info, Lease: l}
 	if obs != nil {
-		ev.Hold = l.c.holdOf(l)
+		ev.Hold = l.c.watchdog.holdOf(l)
 		ctx = obs.ReleaseStart(ctx, ev)
 	}
 	// A lease already told it lost the lock (its context cancelled with
@@ -102,14 +102,14 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	// freeing it early helps the next owner — but Unlock reports ErrNotHeld:
 	// the caller was not covered by the lock since the loss.
 	lost := errors.Is(context.Cause(l.ctx), ErrLockLost)
-	l.c.releaseStarted(l)
+	l.c.watchdog.releaseStarted(l)
 	rep, err := l.release(ctx)
 	l.c.releaseOutcome(l, err) // retried if it failed, sent again after a failover (release_retry.go)
 	// Whatever the outcome, the lease leaves its hold now. On an error the
 	// caller is done with the lock even if Redis did not hear it: it is no
 	// longer renewed, so it expires within its lease unless a retried Unlock
 	// frees it sooner. (Other holds of a re-entered lock stay.)
-	holdEnded := l.c.releaseDone(l)
+	holdEnded := l.c.watchdog.releaseDone(l)
 	l.cancel(context.Canceled)
 	switch {
 	case err == errAbandoned:

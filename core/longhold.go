@@ -92,17 +92,17 @@ var (
 
 // longHoldFor is the threshold of the hold lease l begins: its Lock's, else
 // the Client's (0: none).
-func (c *Client) longHoldFor(l *Lease) time.Duration {
-	if _, ok := c.cfg.observer.(LongHoldObserver); !ok {
+func (w *watchdog) longHoldFor(l *Lease) time.Duration {
+	if _, ok := w.observer.(LongHoldObserver); !ok {
 		return 0 // nobody to tell
 	}
 	if l.longHold > 0 {
 		return l.longHold
 	}
-	return c.cfg.longHold
+	return w.longHold
 }
 
-// longHoldReport is a long hold found by the deadline watch under c.mu, to
+// longHoldReport is a long hold found by the deadline watch under w.mu, to
 // report after it is released.
 type longHoldReport struct {
 	l         *Lease
@@ -112,8 +112,8 @@ type longHoldReport struct {
 }
 
 // reportLongHolds tells the observer about each long hold found.
-func (c *Client) reportLongHolds(long []longHoldReport) {
-	o, ok := c.cfg.observer.(LongHoldObserver)
+func (w *watchdog) reportLongHolds(long []longHoldReport) {
+	o, ok := w.observer.(LongHoldObserver)
 	if !ok {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,12 +14,12 @@ import (
 	"github.com/keylock/keylock/core/internal/script"
 )
 
-// The renewal loop (the watchdog): one goroutine per Client ticks every
+// The renewal loop (watchdog.go): one goroutine per Client ticks every
 // watchdog timeout / 3 and walks the registry in chunks of renewChunkSize
 // holds, spread over the first half of the tick; renewWorkers goroutines send
 // each chunk as one pipeline (go-redis splits it per node on a Cluster), so a
 // slow chunk holds up neither the loop nor the other chunks. A chunk takes
-// Client.mu once to be built and once to apply its replies, whatever its
+// watchdog.mu once to be built and once to apply its replies, whatever its
 // size. A renewal that does not come back before its hold's deadline counts
 // as failed; the deadline watch (deadline.go) then cancels the hold.
 
@@ -27,7 +28,8 @@ const (
 	renewWorkers   = 4
 )
 
-// renewer is the renewal loop's state.
+// renewer is the renewal loop's state. It needs no lock: kick is a
+// channel, and only the loop's goroutine touches snap.
 type renewer struct {
 	// kick asks for an immediate pass over every hold (renewNow).
 	kick chan struct{}
@@ -64,28 +66,21 @@ func (it *renewItem) renewal() renewal {
 	return renewal{owner: it.h.owner, token: it.h.token, lease: it.lease}
 }
 
-// startWatchdog starts the renewal loop, its workers and the deadline watch.
-func (c *Client) startWatchdog() {
-	c.wg.Add(2)
-	go c.renewLoop()
-	go c.watchDeadlines()
-}
-
 // renewNow makes every hold re-check with Redis at once, without waiting
 // for it: holds taken without LeaseTime are renewed, holds with a fixed
 // LeaseTime are checked (not extended), and those found gone are cancelled
 // with cause ErrLockLost. It is for events that may have lost locks behind
 // the Client's back, such as a Redis restart without the data.
-func (c *Client) renewNow() {
+func (w *watchdog) renewNow() {
 	select {
-	case c.renew.kick <- struct{}{}:
+	case w.renew.kick <- struct{}{}:
 	default: // a pass is already asked for
 	}
 }
 
-// renewLoop is the Client's one renewal loop.
-func (c *Client) renewLoop() {
-	defer c.wg.Done()
+// renewLoop is the Client's one renewal loop. Its workers are counted in
+// wg.
+func (w *watchdog) renewLoop(wg *sync.WaitGroup) {
 	// ctx ends with the loop, on Close, which stops in-flight renewals:
 	// their retries, their waits for a connection, and, when go-redis has
 	// ContextTimeoutEnabled, their reads (otherwise a read in progress ends
@@ -94,24 +89,27 @@ func (c *Client) renewLoop() {
 	defer cancel()
 	work := make(chan []renewItem)
 	for range renewWorkers {
-		c.wg.Add(1)
-		go c.renewWorker(ctx, work)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.renewWorker(ctx, work)
+		}()
 	}
 	defer close(work)
-	interval := c.cfg.watchdogTimeout / 3
+	interval := w.timeout / 3
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		var all bool
 		select {
-		case <-c.done:
+		case <-w.done:
 			return
 		case <-t.C:
-		case <-c.renew.kick:
+		case <-w.renew.kick:
 			all = true
 		}
 		for {
-			next := c.renewPass(ctx, work, interval, all)
+			next := w.renewPass(ctx, work, interval, all)
 			if next == passStopped {
 				return
 			}
@@ -136,19 +134,19 @@ const (
 // the workers. Holds go nearest deadline first, so when Redis or this
 // process cannot keep up, the holds closest to being lost are renewed first
 // (and a hold taken just now, at the end, is not renewed before it needs to).
-func (c *Client) renewPass(ctx context.Context, work chan<- []renewItem, interval time.Duration, all bool) passEnd {
+func (w *watchdog) renewPass(ctx context.Context, work chan<- []renewItem, interval time.Duration, all bool) passEnd {
 	start := time.Now()
-	c.mu.Lock()
-	snap := c.renew.snap[:0]
-	for _, h := range c.holds.list {
+	w.mu.Lock()
+	snap := w.renew.snap[:0]
+	for _, h := range w.holds.list {
 		if all || h.watchdog {
 			snap = append(snap, dueHold{left: h.deadline.Sub(start), h: h})
 		}
 	}
-	c.mu.Unlock()
+	w.mu.Unlock()
 	defer func() {
 		clear(snap) // keep no hold alive until the next pass
-		c.renew.snap = snap[:0]
+		w.renew.snap = snap[:0]
 	}()
 	slices.SortFunc(snap, func(a, b dueHold) int { return cmp.Compare(a.left, b.left) })
 
@@ -169,20 +167,20 @@ func (c *Client) renewPass(ctx context.Context, work chan<- []renewItem, interva
 					pace.Reset(wait)
 				}
 				select {
-				case <-c.done:
+				case <-w.done:
 					return passStopped
-				case <-c.renew.kick:
+				case <-w.renew.kick:
 					return passKicked
 				case <-pace.C:
 				}
 			}
 		}
-		items := c.collectRenewals(ctx, snap[i*renewChunkSize:min((i+1)*renewChunkSize, len(snap))], all, interval)
+		items := w.collectRenewals(ctx, snap[i*renewChunkSize:min((i+1)*renewChunkSize, len(snap))], all, interval)
 		if len(items) == 0 {
 			continue
 		}
 		select {
-		case <-c.done:
+		case <-w.done:
 			return passStopped
 		case work <- items:
 		}
@@ -190,14 +188,14 @@ func (c *Client) renewPass(ctx context.Context, work chan<- []renewItem, interva
 	return passDone
 }
 
-// collectRenewals builds the renewal items of one chunk, under c.mu. A
+// collectRenewals builds the renewal items of one chunk, under w.mu. A
 // watchdog hold confirmed less than half a tick ago (just taken, or renewed
 // by a renewNow pass) waits for the next tick, unless all. Holds that renew
 // alone (RedLock) are started on goroutines of their own.
-func (c *Client) collectRenewals(ctx context.Context, hs []dueHold, all bool, interval time.Duration) []renewItem {
+func (w *watchdog) collectRenewals(ctx context.Context, hs []dueHold, all bool, interval time.Duration) []renewItem {
 	items := make([]renewItem, 0, len(hs))
 	var alone []*hold
-	c.mu.Lock()
+	w.mu.Lock()
 	now := time.Now()
 	for _, d := range hs {
 		h := d.h
@@ -219,28 +217,27 @@ func (c *Client) collectRenewals(ctx context.Context, hs []dueHold, all bool, in
 			items = append(items, renewItem{h: h})
 		}
 	}
-	c.mu.Unlock()
+	w.mu.Unlock()
 	for _, h := range alone {
-		c.renewAlone(ctx, h, interval)
+		w.renewAlone(ctx, h, interval)
 	}
 	return items
 }
 
-func (c *Client) renewWorker(ctx context.Context, work <-chan []renewItem) {
-	defer c.wg.Done()
-	budget := c.cfg.watchdogTimeout / 3
+func (w *watchdog) renewWorker(ctx context.Context, work <-chan []renewItem) {
+	budget := w.timeout / 3
 	for items := range work {
-		c.renewChunk(ctx, items, budget)
+		w.renewChunk(ctx, items, budget)
 	}
 }
 
 // renewChunk sends one chunk as a pipeline, bounded by budget, and applies
 // the replies.
-func (c *Client) renewChunk(ctx context.Context, items []renewItem, budget time.Duration) {
+func (w *watchdog) renewChunk(ctx context.Context, items []renewItem, budget time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	sent := time.Now()
-	c.pipeRenewals(ctx, c.pipeline, items, func(int) bool { return true })
+	w.pipeRenewals(ctx, w.pipeline, items, func(int) bool { return true })
 	// NOSCRIPT: Redis lost its scripts (a restart, SCRIPT FLUSH). Load them
 	// for the next passes, and send those renewals once more with their
 	// bodies (EVAL), which works whether or not the load did.
@@ -252,21 +249,21 @@ func (c *Client) renewChunk(ctx context.Context, items []renewItem, budget time.
 		}
 	}
 	if noScript {
-		c.loadAllScripts(ctx)
-		withBodies := func() redis.Pipeliner { return pipelineWithBodies(c.rdb) }
-		c.pipeRenewals(ctx, withBodies, items, func(i int) bool { return script.IsNoScript(items[i].err) })
+		w.reloadScripts(ctx)
+		withBodies := func() redis.Pipeliner { return pipelineWithBodies(w.rdb) }
+		w.pipeRenewals(ctx, withBodies, items, func(i int) bool { return script.IsNoScript(items[i].err) })
 	}
-	c.applyRenewals(sent, items)
+	w.applyRenewals(sent, items)
 }
 
 // pipeRenewals sends the items chosen by pick as one pipeline (made by
 // newPipe) and decodes their replies. The items of a batch that got an error
 // reply are sent once more, each on its own, in a second pipeline.
-func (c *Client) pipeRenewals(ctx context.Context, newPipe func() redis.Pipeliner, items []renewItem, pick func(int) bool) {
+func (w *watchdog) pipeRenewals(ctx context.Context, newPipe func() redis.Pipeliner, items []renewItem, pick func(int) bool) {
 	pipe := newPipe()
 	var batches []*slotBatch
-	if c.canBatch() {
-		batches = c.queueBatches(ctx, pipe, items, pick)
+	if w.canBatch() {
+		batches = w.queueBatches(ctx, pipe, items, pick)
 	} else {
 		for i := range items {
 			if it := &items[i]; pick(i) {
@@ -309,11 +306,11 @@ func decodeRenewals(items []renewItem) {
 // applyRenewals applies the outcome of renewals sent at sent, in one
 // critical section, then tells the observer and cancels the leases of the
 // holds found gone.
-func (c *Client) applyRenewals(sent time.Time, items []renewItem) {
-	obs := c.cfg.observer
+func (w *watchdog) applyRenewals(sent time.Time, items []renewItem) {
+	obs := w.observer
 	var events []RenewEvent
 	var lost []*Lease
-	c.mu.Lock()
+	w.mu.Lock()
 	now := time.Now()
 	for i := range items {
 		it := &items[i]
@@ -347,14 +344,14 @@ func (c *Client) applyRenewals(sent time.Time, items []renewItem) {
 		// Unlock is ending, the hold was lost (an empty restart, a
 		// force-unlock), and its other leases are told now.
 		if err == ErrLockLost && len(h.leases) > int(h.releasing) {
-			lost = append(lost, c.detach(h)...)
+			lost = append(lost, w.detach(h)...)
 		}
 	}
-	c.mu.Unlock()
+	w.mu.Unlock()
 	for _, ev := range events {
 		obs.Renew(ev.Lease.ctx, ev)
 	}
-	c.signalLost(lost, ErrLockLost)
+	w.signalLost(lost, ErrLockLost)
 }
 
 func isAloneRenewer(p protocol) bool {
@@ -364,23 +361,23 @@ func isAloneRenewer(p protocol) bool {
 
 // renewAlone renews h on a goroutine of its own (owned by the Client, so
 // Close waits for it), bounded by budget and ctx.
-func (c *Client) renewAlone(ctx context.Context, h *hold, budget time.Duration) {
-	c.mu.Lock()
+func (w *watchdog) renewAlone(ctx context.Context, h *hold, budget time.Duration) {
+	w.mu.Lock()
 	lease := h.lease
-	c.mu.Unlock()
+	w.mu.Unlock()
 	done := func() {
-		c.mu.Lock()
+		w.mu.Lock()
 		h.renewing = false
-		c.mu.Unlock()
+		w.mu.Unlock()
 	}
-	if !c.spawn(func() {
+	if !w.spawn(func() {
 		defer done()
 		ctx, cancel := context.WithTimeout(ctx, budget)
 		defer cancel()
 		sent := time.Now()
 		it := renewItem{h: h, lease: lease}
 		it.ok, it.err = h.p.renewOne(ctx, it.renewal())
-		c.applyRenewals(sent, []renewItem{it})
+		w.applyRenewals(sent, []renewItem{it})
 	}) {
 		done()
 	}

@@ -42,9 +42,9 @@ func batchShape(s *script.Script) (shape string, keys int) {
 }
 
 // canBatch reports whether holds of one slot may share a renew_batch call
-// (one server behind c.rdb, or a proxy that shows itself as one).
-func (c *Client) canBatch() bool {
-	_, ok := c.rdb.(*redis.Client)
+// (one server behind w.rdb, or a proxy that shows itself as one).
+func (w *watchdog) canBatch() bool {
+	_, ok := w.rdb.(*redis.Client)
 	return ok
 }
 
@@ -60,8 +60,8 @@ type slotBatch struct {
 // queueBatches queues the picked items on pipe: those renew_batch stands in
 // for as one call per hash slot (returned), the others, and a hold alone in
 // its slot, as their own commands (in items[i].cmd).
-func (c *Client) queueBatches(ctx context.Context, pipe redis.Pipeliner, items []renewItem, pick func(int) bool) []*slotBatch {
-	scratch := pipelineWithBodies(c.rdb) // holds the kinds' commands, never sent
+func (w *watchdog) queueBatches(ctx context.Context, pipe redis.Pipeliner, items []renewItem, pick func(int) bool) []*slotBatch {
+	scratch := pipelineWithBodies(w.rdb) // holds the kinds' commands, never sent
 	defer scratch.Discard()
 	var batches []*slotBatch
 	bySlot := map[int]*slotBatch{}

@@ -1,4 +1,4 @@
 package core
 
-// RenewNow exposes Client.renewNow for tests.
-func RenewNow(c *Client) { c.renewNow() }
+// RenewNow exposes the watchdog's renewNow for tests.
+func RenewNow(c *Client) { c.watchdog.renewNow() }

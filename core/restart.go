@@ -102,7 +102,7 @@ func (w *restartWatch) start(wg *sync.WaitGroup) {
 func (w *restartWatch) stop() { close(w.done) }
 
 // kick asks for a probe now (a hold began, a release is being retried).
-// It never blocks and may be called with c.mu held.
+// It never blocks and may be called with watchdog.mu held.
 func (w *restartWatch) kick() {
 	select {
 	case w.kicked <- struct{}{}:
@@ -112,14 +112,14 @@ func (w *restartWatch) kick() {
 
 // busy reports whether the Client holds or waits for anything.
 func (c *Client) busy() bool {
-	return c.hub.Busy() || c.releasesPending() || c.holdsAny()
+	return c.hub.Busy() || c.releasesPending() || c.watchdog.holdsAny()
 }
 
 // afterRestart is the Client's part when the restart watch saw a new
 // master: every hold re-checks with Redis (renewNow), and releases
 // acknowledged just before are sent again (release_retry.go).
 func (c *Client) afterRestart() {
-	c.renewNow()
+	c.watchdog.renewNow()
 	c.resendRecent()
 }
 
