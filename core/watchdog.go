@@ -37,7 +37,9 @@ type watchdog struct {
 	stopped bool
 	holds   registry // every live hold (holds.go); guarded by mu
 	renew   renewer  // the renewal loop's state (renew.go)
-	done    chan struct{}
+	// done is closed by stop: the renewal loop and the deadline watch
+	// return, and so do the renewal workers.
+	done chan struct{}
 }
 
 // watchdogParams is what a watchdog works with; none of it changes.
