@@ -16,8 +16,9 @@ import (
 )
 
 // Client takes locks on one Redis deployment (single node, Sentinel or
-// Cluster, through any redis.UniversalClient). It owns one watchdog
-// goroutine that renews held locks and one pub/sub connection (opened on the
+// Cluster, through any redis.UniversalClient). It owns a watchdog that
+// renews held locks (a renewal loop with a few workers and a deadline watch,
+// however many locks are held) and one pub/sub connection (opened on the
 // first wait) that wakes waiters. A Client is safe for concurrent use; share
 // one per process and Close it on shutdown.
 type Client struct {
