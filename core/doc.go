@@ -44,17 +44,16 @@
 // trusted.
 //
 // Lock and Unlock never return past their context's deadline, even while
-// Redis is stalled. A context cancelled without a deadline — a request's
-// whose client went away — may keep them until the Redis call in flight
-// ends: at most the go-redis client's timeouts, as for any go-redis
-// command. That lets such calls run on the caller's goroutine (a hand-over
-// to another goroutine costs about a round trip on an idle machine), as do
-// calls under a deadline when the client has ContextTimeoutEnabled (then
-// go-redis itself ends them at the deadline). Other calls under a deadline,
-// and calls through a client without read or write timeouts, run on a
-// goroutine the Client owns, which the caller leaves when its context ends.
-// Either way a call left unanswered is resolved: a lock it won is given
-// back, a release is sent again.
+// Redis is stalled. Their Redis calls run on the caller's goroutine when the
+// context has no deadline (a request's), or when the go-redis client has
+// ContextTimeoutEnabled (go-redis itself then ends a call at the deadline);
+// a cancellation then takes effect once the call in flight ends, within
+// the go-redis client's timeouts, as for any go-redis command. Other calls
+// under a deadline, and calls through a client without read or write
+// timeouts, run on a goroutine the Client owns, which the caller leaves as
+// soon as its context ends (a hand-over that costs about a round trip on an
+// idle machine). Either way a call left unanswered is resolved: a lock it
+// won is given back, a release is sent again.
 //
 // The other kinds — [Client.FairMutex], [Client.RWMutex], [Client.Semaphore],
 // [NewRedLock] and [NewMultiLock] — run on the same machinery and return the
