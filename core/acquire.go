@@ -143,13 +143,10 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 	}); ok {
 		p = f.forLease(a.t.id, rep) // what names the hold: a semaphore's holder id, a RedLock's node tokens
 	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	l = &Lease{
+	l = newLease(ctx, &Lease{
 		c: c, p: p, info: a.info, id: a.t.id, token: rep.token,
 		acquired: sent, watchdog: a.watchdog, lease: lease, deadline: deadline, longHold: a.longHold,
-		cancel: cancel,
-	}
-	l.ctx = &leaseContext{Context: cctx, l: l}
+	})
 	res, replaced := c.watchdog.addLease(l, deadline, rep.reentry)
 	if res == addOK && (rep.granted || (a.watchdog && left < lease)) {
 		// A grant (or a win answered from its record, when the push was
@@ -163,11 +160,11 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 	c.watchdog.signalLost(replaced, ErrLockLost)
 	switch res {
 	case addClosed:
-		cancel(ErrClosed)
+		l.cancel(ErrClosed)
 		a.giveBack()
 		return nil, false, ErrClosed
 	case addStale:
-		cancel(ErrLockLost)
+		l.cancel(ErrLockLost)
 		a.giveBack()
 		return nil, true, fmt.Errorf("keylock: acquire %q: %w: the hold this reply won (token %d) was already replaced by a later one",
 			a.info.Name, inner(ErrUnavailable), rep.token)

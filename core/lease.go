@@ -176,6 +176,16 @@ func (l *Lease) release(ctx context.Context) (releaseReply, error) {
 	return res.rep, res.err
 }
 
+// newLease gives l, its other fields set, its context: ctx made
+// cancellable (l.cancel), answering the owner and lease lookups itself.
+// Every kind's lease is made here.
+func newLease(ctx context.Context, l *Lease) *Lease {
+	cctx, cancel := context.WithCancelCause(ctx)
+	l.cancel = cancel
+	l.ctx = &leaseContext{Context: cctx, l: l}
+	return l
+}
+
 // leaseContext is a lease's context: the caller's context made cancellable,
 // answering the owner and lease lookups itself (no extra WithValue layers).
 type leaseContext struct {

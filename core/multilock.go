@@ -119,18 +119,15 @@ func (m *MultiLock) lock(ctx context.Context, wait bool, opts []LockOption) (*Le
 
 	first := subs[0]
 	h := &multiHold{subs: subs, done: make([]bool, len(subs))}
-	cctx, cancel := context.WithCancelCause(ctx)
-	l := &Lease{
+	l := newLease(ctx, &Lease{
 		c: first.c, p: h,
 		info:  LockInfo{Kind: KindMultiLock, Name: m.name, Label: lc.label, Owner: owner},
 		id:    first.c.newID(),
 		token: first.token, acquired: start, watchdog: first.watchdog, lease: first.lease,
-		cancel: cancel,
-	}
-	l.ctx = &leaseContext{Context: cctx, l: l}
+	})
 	for _, sub := range subs {
 		h.stops = append(h.stops, context.AfterFunc(sub.Context(), func() {
-			cancel(context.Cause(sub.Context()))
+			l.cancel(context.Cause(sub.Context()))
 		}))
 	}
 	return l, nil
