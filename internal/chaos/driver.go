@@ -284,36 +284,36 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 		return fmt.Sprintf("worker %d cut off for %v", slot, dur)
 
 	case event.FaultKill:
-		p := d.proc(slot)
-		if p == nil {
-			return "no worker to kill"
-		}
 		f.Target = slot
-		if at, since := p.kill(); since != 0 {
-			d.record(event.Record{Ev: event.Starved, W: slot, PID: p.pid(), T0: since, T1: at})
-		}
+		what := d.kill(slot)
 		// The supervisor spawns the next one at once; the fault lasts
 		// until it is up.
 		time.Sleep(d.between(200, 1000))
-		return fmt.Sprintf("kill -9 worker %d (pid %d)", slot, p.pid())
+		return what
 
 	case event.FaultStop:
-		p := d.proc(slot)
-		if p == nil {
-			return "no worker to stop"
-		}
 		f.Target = slot
-		dur := d.between(500, 5000)
-		pause := event.Record{Ev: event.Pause, W: slot, PID: p.pid(), T0: event.Now()}
-		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
-		wait(ctx, dur)
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		pause.T1 = event.Now()
-		d.record(pause)
-		return fmt.Sprintf("SIGSTOP worker %d (pid %d) for %v", slot, p.pid(), dur)
+		return d.stop(ctx, slot, d.between(500, 5000))
+
+	case event.FaultGrantee:
+		f.Target = slot
+		return d.strikeGrantee(ctx, slot)
+
+	case event.FaultReplay:
+		return d.replayGrants(ctx, d.between(3000, 6000))
 
 	case event.FaultRestart:
 		down := d.between(100, 1000)
+		pending := ""
+		if d.rng.IntN(2) == 0 {
+			// With a grant in flight: a release has just handed a lock
+			// to a waiter, which has not claimed it yet.
+			if _, ok := d.awaitGrant(ctx, d.proxies, grantWait, nil); ok {
+				pending = " (a grant in flight)"
+			} else {
+				pending = " (no grant seen)"
+			}
+		}
 		rs := event.Record{Ev: event.Restart}
 		err := d.redis.restart(down, func() { rs.T0 = event.Now() }, func() { rs.Start = event.Now() })
 		rs.T1 = event.Now()
@@ -322,7 +322,7 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 			d.progress("restart failed: %v", err)
 			return fmt.Sprintf("restart FAILED: %v", err)
 		}
-		return fmt.Sprintf("redis-server killed, empty one up after %v", time.Duration(rs.T1-rs.T0).Round(time.Millisecond))
+		return fmt.Sprintf("redis-server killed%s, empty one up after %v", pending, time.Duration(rs.T1-rs.T0).Round(time.Millisecond))
 
 	case event.FaultFailover:
 		return d.failover(ctx)
@@ -333,6 +333,34 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 		return fmt.Sprintf("%d force-unlocks over %v", n, dur)
 	}
 	panic("chaos: unknown fault " + name)
+}
+
+// kill kills worker slot's process (kill -9) and says so.
+func (d *driver) kill(slot int) string {
+	p := d.proc(slot)
+	if p == nil {
+		return "no worker to kill"
+	}
+	if at, since := p.kill(); since != 0 {
+		d.record(event.Record{Ev: event.Starved, W: slot, PID: p.pid(), T0: since, T1: at})
+	}
+	return fmt.Sprintf("kill -9 worker %d (pid %d)", slot, p.pid())
+}
+
+// stop stops worker slot's process (SIGSTOP) for dur, then continues it,
+// and says so.
+func (d *driver) stop(ctx context.Context, slot int, dur time.Duration) string {
+	p := d.proc(slot)
+	if p == nil {
+		return "no worker to stop"
+	}
+	pause := event.Record{Ev: event.Pause, W: slot, PID: p.pid(), T0: event.Now()}
+	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+	wait(ctx, dur)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	pause.T1 = event.Now()
+	d.record(pause)
+	return fmt.Sprintf("SIGSTOP worker %d (pid %d) for %v", slot, p.pid(), dur)
 }
 
 func (d *driver) passAll() {

@@ -38,6 +38,9 @@ type Proxy struct {
 	links   map[*link]struct{}
 
 	refuse refusals // commands refused (proxy_refuse.go)
+
+	onMessage func(channel, payload string) // proxy_watch.go
+	scripts   scriptLog                     // proxy_replay.go
 }
 
 // NewProxy starts a proxy on a free port of 127.0.0.1 that forwards to target

@@ -117,14 +117,20 @@ func (p *Proxy) untrack(l *link) {
 	delete(p.links, l)
 }
 
-// pump copies src to dst through forward until src fails (closed, reset) or
-// forward says to stop.
+// pump copies what the server sends (src) to the client (dst) through
+// forward until src fails (closed, reset) or forward says to stop, showing
+// each chunk's pub/sub messages to OnMessage's function first.
 func (p *Proxy) pump(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.forward(dst, buf[:n]) {
-			return
+		if n > 0 {
+			if f := p.messageHook(); f != nil {
+				scanMessages(buf[:n], f)
+			}
+			if !p.forward(dst, buf[:n]) {
+				return
+			}
 		}
 		if err != nil {
 			return

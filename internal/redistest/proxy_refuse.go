@@ -159,6 +159,7 @@ func (p *Proxy) pumpCommands(dst, src net.Conn) {
 		if err != nil {
 			return
 		}
+		p.scripts.add(args, raw)
 		if reply := p.refuse.check(args); reply != "" {
 			raw = encodeCommand("EVAL", refusalScript, "0", reply)
 		}

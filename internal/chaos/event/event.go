@@ -93,10 +93,18 @@ const (
 	// no lock is lost. A crash: whatever the replica had not yet received
 	// is lost, logged as a Restart (T0 the kill, Start the promotion).
 	FaultFailover = "failover"
+	// FaultGrantee: a worker that a release has just granted a lock to
+	// (direct handoff) is killed, stopped or cut off before it claims the
+	// grant — its link cut before the grant reaches it, or just after.
+	FaultGrantee = "grantee"
+	// FaultReplay: for a few seconds, the script calls sent around each
+	// grant (the granting release among them) reach Redis once more,
+	// 0-2s late, as copies a network or go-redis's retries deliver.
+	FaultReplay = "replay"
 )
 
 // Faults lists every fault name, in a fixed order.
-var Faults = []string{FaultLatency, FaultSpike, FaultReset, FaultPartition, FaultKill, FaultStop, FaultRestart, FaultForce, FaultFailover}
+var Faults = []string{FaultLatency, FaultSpike, FaultReset, FaultPartition, FaultKill, FaultStop, FaultRestart, FaultForce, FaultFailover, FaultGrantee, FaultReplay}
 
 // What bounded a call (Record.BoundBy).
 const (

@@ -1,0 +1,143 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/keylock/keylock/internal/redistest"
+)
+
+// Faults aimed at direct handoff. Under contention a release grants the
+// lock (or permits) to the first waiter in line and pushes the grant on the
+// waiter's Client's channel ("g <attempt id> <token> …"); the grantee
+// returns from Lock on the push and claims the hold — renews it past the
+// claim window — a third of that window later. A grantee that is gone
+// holds the lock up for one claim window; then it passes on.
+//
+// The proxies show the driver every grant on its way to a worker
+// (redistest.Proxy.OnMessage), so these faults strike between the grant
+// and the claim: the grantee killed, stopped or cut off (before the push
+// reaches it, or just after), Redis restarted empty with the grant in
+// flight (FaultRestart, half the time), and the releases that made grants
+// sent again, late (FaultReplay).
+
+// grantWait is how long a fault waits for a grant to strike at.
+const grantWait = 5 * time.Second
+
+// replayWithin is how far back a replay reaches for the script calls
+// around a grant: the release that made it was sent just before the grant
+// passed its grantee's proxy.
+const replayWithin = 5 * time.Millisecond
+
+// isGrant reports whether a pub/sub payload is a grant.
+func isGrant(payload string) bool { return strings.HasPrefix(payload, "g ") }
+
+// awaitGrant waits until a grant passes one of proxies, or for timeout (or
+// until ctx ends); it returns the index of that proxy and whether one came.
+// act, if set, is called with that index on the proxy's goroutine before
+// the grant is forwarded (a Blackhole it switches on swallows the grant).
+func (d *driver) awaitGrant(ctx context.Context, proxies []*redistest.Proxy, timeout time.Duration, act func(i int)) (int, bool) {
+	got := make(chan int, 1)
+	var once atomic.Bool
+	for i, p := range proxies {
+		p.OnMessage(func(_, payload string) {
+			if !isGrant(payload) || !once.CompareAndSwap(false, true) {
+				return
+			}
+			if act != nil {
+				act(i)
+			}
+			got <- i
+		})
+	}
+	defer func() {
+		for _, p := range proxies {
+			p.OnMessage(nil)
+		}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case i := <-got:
+		return i, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return -1, false
+}
+
+// How strikeGrantee strikes.
+const (
+	strikeKill      = iota // kill -9 the grantee
+	strikeStop             // SIGSTOP it for 0.5–5 s
+	strikeCutBefore        // black-hole its link before the grant reaches it
+	strikeCutAfter         // black-hole its link just after the grant reached it
+	strikes
+)
+
+// strikeGrantee waits for a grant to worker slot and strikes its process
+// or link at once, before the grantee can claim the grant.
+func (d *driver) strikeGrantee(ctx context.Context, slot int) string {
+	how := d.rng.IntN(strikes)
+	cut := d.between(500, 6000)
+	stopFor := d.between(500, 5000)
+	p := d.proxies[slot]
+	var act func(int)
+	if how == strikeCutBefore {
+		act = func(int) { p.Blackhole() }
+	}
+	if _, ok := d.awaitGrant(ctx, d.proxies[slot:slot+1], grantWait, act); !ok {
+		return fmt.Sprintf("no grant to worker %d within %v", slot, grantWait)
+	}
+	switch how {
+	case strikeKill:
+		what := d.kill(slot)
+		time.Sleep(d.between(200, 1000))
+		return "granted, then " + what
+	case strikeStop:
+		return "granted, then " + d.stop(ctx, slot, stopFor)
+	case strikeCutAfter:
+		p.Blackhole()
+	}
+	wait(ctx, cut)
+	p.Pass()
+	when := "after"
+	if how == strikeCutBefore {
+		when = "before"
+	}
+	return fmt.Sprintf("worker %d cut off for %v just %s a grant reached it", slot, cut, when)
+}
+
+// replayGrants sends again, for dur, the script calls around every grant
+// (at most one grant in 50 ms): each proxy's calls of the last
+// replayWithin — the granting release among them, and whatever else was
+// in flight (attempts, renewals, keep calls) — arrive once more 0–2 s
+// later, well within the replay window of go-redis's default timeouts.
+func (d *driver) replayGrants(ctx context.Context, dur time.Duration) string {
+	var grants, calls atomic.Int64
+	var last atomic.Int64
+	for _, p := range d.proxies {
+		p.RecordScripts(true)
+		p.OnMessage(func(_, payload string) {
+			now, prev := time.Now().UnixNano(), last.Load()
+			if !isGrant(payload) || now-prev < int64(50*time.Millisecond) || !last.CompareAndSwap(prev, now) {
+				return
+			}
+			grants.Add(1)
+			delay := rand.N(2 * time.Second) // on the proxies' goroutines: not d.rng
+			for _, q := range d.proxies {
+				calls.Add(int64(q.ReplayScripts(replayWithin, delay)))
+			}
+		})
+	}
+	wait(ctx, dur)
+	for _, p := range d.proxies {
+		p.OnMessage(nil)
+		p.RecordScripts(false)
+	}
+	return fmt.Sprintf("%d script calls around %d grants sent again 0–2 s late, over %v", calls.Load(), grants.Load(), dur)
+}
