@@ -49,6 +49,12 @@ func (s *waitState) granted() (grant, bool) {
 	if !ok || id != a.t.id {
 		return grant{}, false
 	}
+	if s.place != nil {
+		// The grant cut the places of this Client's other waiters in the
+		// line down to the claim window (notify_head in lib_queue.lua):
+		// renew them before it ends.
+		a.c.keepBy(s.place, time.Now().Add(lease*3/4))
+	}
 	return grant{id: id, token: token, lease: lease,
 		sent: a.lastSent.Add(time.Duration(at-a.lastNow) * time.Millisecond)}, true
 }

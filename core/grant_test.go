@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,7 +153,7 @@ func TestFairGrantIsClaimed(t *testing.T) {
 // lease that outlived its hold.
 func TestFairGrantToAGoneWaiterPassesOn(t *testing.T) {
 	// The next waiter re-checks every third of its 900ms waiter timeout.
-	checkGoneGrantee(t, "d", 900*time.Millisecond, 3)
+	checkGoneGrantee(t, "d", 900*time.Millisecond, 1, 3)
 }
 
 // The waiter behind a grantee that is gone is told to look again when the
@@ -160,15 +161,25 @@ func TestFairGrantToAGoneWaiterPassesOn(t *testing.T) {
 // the release, although its own bounded re-check (a third of the waiter
 // timeout: 10s) is much further off.
 func TestFairGrantToAGoneWaiterPassesOnAtTheClaimWindow(t *testing.T) {
-	checkGoneGrantee(t, "dn", 30*time.Second, 4)
+	checkGoneGrantee(t, "dn", 30*time.Second, 1, 4)
 }
 
-// checkGoneGrantee cuts off the first waiter in line of a fair lock with a
-// 300ms claim window, releases the lock (granting it to the cut-off
-// waiter) and checks that the waiter behind gets the lock, with a later
-// token, within maxWindows claim windows of the release, and that the
-// cut-off waiter's Lock never returns a lease.
-func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, maxWindows time.Duration) {
+// A Client that is gone with several waiters in line holds it up for one
+// claim window too, not for its places' waiter timeout: the grant to its
+// first waiter cuts its other waiters' places down to the claim window
+// (a Client that lives renews them in time), and the first waiter of
+// another Client is the one told to look again then.
+func TestFairGrantToAGoneClientWithWaitersPassesOn(t *testing.T) {
+	checkGoneGrantee(t, "dc", 30*time.Second, 3, 4)
+}
+
+// checkGoneGrantee puts waiters waiters of one Client first in line of a
+// fair lock with a 300ms claim window, cuts that Client off, releases the
+// lock (granting it to the cut-off Client's first waiter) and checks that
+// the waiter of another Client behind them gets the lock, with a later
+// token, within maxWindows claim windows of the release, and that no
+// cut-off waiter's Lock returns a lease.
+func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, waiters int, maxWindows time.Duration) {
 	srv, rdb := single(t)
 	holder := newLocks(t, rdb)
 	const window = 300 * time.Millisecond
@@ -181,18 +192,28 @@ func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, ma
 	a := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second), core.WithObserver(obsA))
 	aCtx, aCancel := context.WithCancel(ctx)
 	defer aCancel()
-	aDone := make(chan error, 1)
-	go func() {
-		l, err := a.FairMutex(name, opts...).Lock(aCtx)
-		if err == nil {
-			// Cut off all along: its grant can only have come through
-			// a reply, which cannot have passed the proxy.
-			err = errors.New("the cut-off waiter got a lease")
-			_ = l.Unlock(ctx)
+	aDone := make(chan error, waiters)
+	for i := range waiters {
+		go func() {
+			l, err := a.FairMutex(name, opts...).Lock(aCtx)
+			if err == nil {
+				// Cut off all along: its grant can only have come through
+				// a reply, which cannot have passed the proxy.
+				err = errors.New("a cut-off waiter got a lease")
+				_ = l.Unlock(ctx)
+			}
+			aDone <- err
+		}()
+		if i == 0 {
+			waitInLine(t, obsA) // the Client's subscription is live
 		}
-		aDone <- err
-	}()
-	waitInLine(t, obsA)
+	}
+	for deadline := time.Now().Add(5 * time.Second); rdb.LLen(ctx, "keylock:{"+name+"}:queue").Val() < int64(waiters); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cut-off Client's %d waiters never all stood in line", waiters)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	obsB := &waitSignal{waiting: make(chan int, 16)}
 	b := newLocks(t, rdb, core.WithObserver(obsB))
@@ -227,8 +248,10 @@ func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, ma
 	mustUnlock(t, l)
 	aCancel()
 	p.Pass()
-	if err := <-aDone; err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("cut-off waiter: %v, want context.Canceled", err)
+	for range waiters {
+		if err := <-aDone; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("cut-off waiter: %v, want context.Canceled", err)
+		}
 	}
 }
 
@@ -340,4 +363,60 @@ func TestFairGrantNotClaimedIsToldByTheEndOfTheWindow(t *testing.T) {
 		t.Fatal("the grantee was never told its unclaimed grant ended")
 	}
 	p.Pass()
+}
+
+// A grant cuts the places of the grantee's Client's other waiters down to
+// the claim window; a Client that lives renews them in time, even when its
+// waiter timeout would renew them much later: its second waiter keeps its
+// turn ahead of another Client's waiter that queued after it.
+func TestFairGrantKeepsTheGranteeClientsOtherPlaces(t *testing.T) {
+	_, rdb := single(t)
+	const window = 300 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := context.Background()
+	held := mustLock(t, newLocks(t, rdb).FairMutex("k", opts...), ctx)
+
+	obsA := &waitSignal{waiting: make(chan int, 16)}
+	a := newLocks(t, rdb, core.WithObserver(obsA))
+	order := make(chan string, 3)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	lockAndHold := func(c *core.Client, who string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.FairMutex("k", opts...).Lock(ctx)
+			if err != nil {
+				t.Error(err)
+				order <- who + ": " + err.Error()
+				return
+			}
+			order <- who
+			time.Sleep(3 * window) // past the claim window: the places behind must last
+			mustUnlock(t, l)
+		}()
+	}
+	lockAndHold(a, "a1")
+	waitInLine(t, obsA)
+	lockAndHold(a, "a2")
+	for rdb.LLen(ctx, "keylock:{k}:queue").Val() < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	obsB := &waitSignal{waiting: make(chan int, 16)}
+	lockAndHold(newLocks(t, rdb, core.WithObserver(obsB)), "b")
+	waitInLine(t, obsB)
+
+	mustUnlock(t, held)
+	var got []string
+	for range 3 {
+		select {
+		case who := <-order:
+			got = append(got, who)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("served so far: %v; the rest waited 10s", got)
+		}
+	}
+	if strings.Join(got, ",") != "a1,a2,b" {
+		t.Fatalf("served %v, want a1,a2,b (arrival order)", got)
+	}
 }

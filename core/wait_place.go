@@ -134,6 +134,25 @@ func (c *Client) keep(p *place, wl waitLine, member, id string, wake chan struct
 	return p
 }
 
+// keepBy makes the keeper renew the places of p's line by t at the latest,
+// when other waiters than p's stand in it.
+func (c *Client) keepBy(p *place, t time.Time) {
+	k := &c.places
+	k.mu.Lock()
+	l := p.line
+	if l == nil || len(l.places) < 2 || !l.due.After(t) {
+		k.mu.Unlock()
+		return
+	}
+	l.due = t
+	kick := k.kick
+	k.mu.Unlock()
+	select {
+	case kick <- struct{}{}:
+	default:
+	}
+}
+
 // unkeep stops keeping p (its waiter left the line).
 func (c *Client) unkeep(p *place) {
 	if p == nil {

@@ -33,8 +33,9 @@
 -- pushed on the waiter's Client's channel as 'g <id> <token> <now> <lease>', so the
 -- waiter returns from Lock without another round trip; if the push is
 -- lost, its next attempt (same id) is answered the win from the record.
--- The waiter behind it is pushed 'n <id> <lease>': look again once the
--- claim window has passed (a grantee that is gone never claims).
+-- The first waiter behind it on another Client is pushed 'n <id> <lease>':
+-- look again once the claim window has passed (a grantee that is gone never
+-- claims; notify_head in lib_queue.lua).
 -- Its Client extends the hold beyond the claim window by renewing it (a
 -- claim); a grantee that is gone (crashed, stopped, cut off) lets the hold
 -- expire after the claim window, and the waiters behind it, whose retries
@@ -71,12 +72,12 @@ local function grant_next()
       hold_take(KEYS[1], head, token, lease, '1', now)
       redis.call('set', record, 'A1:' .. token, 'px', math.max(tonumber(wl), tonumber(ARGV[10])))
       waiter_push(KEYS[5], head, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease, ARGV[3])
-      -- The next in line is told when the grant's claim window ends: if
-      -- the grantee never claims, that waiter looks again then and takes
-      -- the lock, instead of at its next bounded re-check. Not when it
-      -- waits on the grantee's own Client: a Client that is gone takes
-      -- both with it, and one that lives claims the grant or gives it back.
-      notify_head(KEYS[2], KEYS[7], KEYS[5], {[tag or ''] = true}, lease, ARGV[3])
+      -- The next in line on another Client is told when the grant's claim
+      -- window ends: if the grantee never claims, that waiter looks again
+      -- then and takes the lock, instead of at its next bounded re-check;
+      -- the places of the grantee's Client's other waiters ahead of it
+      -- last that long unless their Client renews them (lib_queue.lua).
+      notify_head(KEYS[2], KEYS[3], KEYS[7], KEYS[5], {[tag or ''] = true}, lease, now, ARGV[3])
       return
     end
     head = redis.call('lindex', KEYS[2], 0)

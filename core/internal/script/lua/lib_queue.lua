@@ -67,20 +67,38 @@ local function waiter_push(ch_prefix, owner, tag, payload, publish)
   end
 end
 
--- notify_head tells the first waiter in line to look again in ms ('n <id>
--- <ms>' on its Client's channel) after a grant of a claim window of ms,
--- unless it waits on a Client granted just now (tags, a set of tags): if
--- a grantee is gone and never claims, that waiter takes over once the
--- claim window has passed, instead of at its next bounded look. (A Client
--- that lives claims its grant or gives it back; one that is gone takes its
--- own waiters with it.)
-local function notify_head(queue, standing, ch_prefix, tags, ms, publish)
-  local head = redis.call('lindex', queue, 0)
-  local st = head and redis.call('hget', standing, head)
-  if st then
+-- notify_reach bounds how far into the line notify_head looks.
+local notify_reach = 16
+
+-- notify_head runs after a grant of a claim window of ms to the waiters of
+-- the Clients tagged tags (a set): it tells the first waiter in line that
+-- waits on another Client to look again in ms ('n <id> <ms>' on its
+-- Client's channel), and cuts the places of the granted Clients' waiters
+-- in line ahead of it (deadlines, server time now) down to the claim
+-- window. A Client that lives claims its grant and renews its places in
+-- time (its keeper is told to, core/wait_place.go); one that is gone
+-- (crashed, stopped, cut off) does neither, so once the claim window has
+-- passed the notified waiter finds the grant expired and those places
+-- gone, and takes the lock — a gone Client holds the line up for one
+-- claim window, however many waiters it had in it.
+local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now, publish)
+  for i = 0, notify_reach - 1 do
+    local member = redis.call('lindex', queue, i)
+    local st = member and redis.call('hget', standing, member)
+    if not st then
+      return
+    end
     local id, _, tag = standing_parse(st)
-    if id and tag and not tags[tag] then
+    if not (id and tag) then
+      return
+    end
+    if not tags[tag] then
       redis.call(publish, ch_prefix .. tag, 'n ' .. id .. ' ' .. ms)
+      return
+    end
+    local dl = tonumber(redis.call('zscore', deadlines, member))
+    if dl and dl > now + ms then
+      redis.call('zadd', deadlines, now + ms, member)
     end
   end
 end

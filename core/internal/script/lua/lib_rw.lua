@@ -101,7 +101,7 @@ local function rw_admit(r, now, self)
   local granted = {tags = {}, claim = 0}
   local function done(v)
     if granted.claim > 0 then
-      notify_head(r.queue, r.standing, r.ch, granted.tags, granted.claim, r.publish)
+      notify_head(r.queue, r.deadlines, r.standing, r.ch, granted.tags, granted.claim, now, r.publish)
     end
     return v
   end

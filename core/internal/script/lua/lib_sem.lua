@@ -160,7 +160,7 @@ local function sem_admit(s, now, self)
     end
   end
   if claim > 0 then
-    notify_head(s.queue, s.standing, s.ch, granted, claim, s.publish)
+    notify_head(s.queue, s.deadlines, s.standing, s.ch, granted, claim, now, s.publish)
   end
   return took, free, whole
 end
