@@ -49,11 +49,11 @@ func (s *waitState) granted() (grant, bool) {
 	if !ok || id != a.t.id {
 		return grant{}, false
 	}
-	if s.place != nil {
+	if lp, ok := a.p.(linedProtocol); ok {
 		// The grant cut the places of this Client's other waiters in the
 		// line down to the claim window (notify_head in lib_queue.lua):
 		// renew them before it ends.
-		a.c.keepBy(s.place, time.Now().Add(lease*3/4))
+		a.c.keepBy(lp.line().lineKey(), s.place, time.Now().Add(lease*3/4))
 	}
 	return grant{id: id, token: token, lease: lease,
 		sent: a.lastSent.Add(time.Duration(at-a.lastNow) * time.Millisecond)}, true
@@ -61,7 +61,8 @@ func (s *waitState) granted() (grant, bool) {
 
 // claimLater claims a granted hold: once a third of its first lease
 // (the claim window) has passed, a renewal extends it to the full watchdog
-// lease, unless the hold ended first. The renewal runs on a Client-owned
+// lease, unless the hold ended first or every lease of it is being
+// released (hold.ending). The renewal runs on a Client-owned
 // goroutine; one that fails (not a loss: an error) is tried once more
 // halfway to the hold's deadline. Until a claim lands the hold's deadline
 // is the claim window's, so a claim that cannot reach Redis ends in a loss
@@ -78,7 +79,7 @@ func (w *watchdog) claimAfter(h *hold, delay time.Duration, again bool) {
 	}
 	h.claim = time.AfterFunc(delay, func() {
 		w.mu.Lock()
-		skip := h.gone || len(h.leases) == 0 || h.renewing
+		skip := h.gone || len(h.leases) == 0 || h.renewing || h.ending()
 		lease, budget := h.lease, time.Until(h.deadline)
 		if !skip {
 			h.renewing = true

@@ -420,3 +420,64 @@ func TestFairGrantKeepsTheGranteeClientsOtherPlaces(t *testing.T) {
 		t.Fatalf("served %v, want a1,a2,b (arrival order)", got)
 	}
 }
+
+// A granted hold whose Unlock is in flight is not claimed: when the
+// release is lost on the way (its link cut just then; go-redis waits out
+// its read timeout before it gives up), the hold still ends with its claim
+// window instead of being extended to the watchdog lease while the Unlock
+// tries, and the next waiter gets the lock then.
+func TestFairGrantBeingReleasedIsNotClaimed(t *testing.T) {
+	srv, rdb := single(t)
+	const window = 600 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window)}
+	ctx := context.Background()
+	held := mustLock(t, newLocks(t, rdb).FairMutex("u", opts...), ctx)
+
+	p := redistestProxy(t, srv.Addr())
+	obsA := &waitSignal{waiting: make(chan int, 16)}
+	a := newLocks(t, proxyClient(t, p.Addr(), 4*time.Second), core.WithObserver(obsA), core.WithWatchdogTimeout(20*time.Second))
+	aGot := make(chan *core.Lease, 1)
+	go func() {
+		l, err := a.FairMutex("u", opts...).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		aGot <- l
+	}()
+	waitInLine(t, obsA)
+	obsB := &waitSignal{waiting: make(chan int, 16)}
+	b := newLocks(t, rdb, core.WithObserver(obsB))
+	bGot := make(chan *core.Lease, 1)
+	go func() {
+		l, err := b.FairMutex("u", opts...).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		bGot <- l
+	}()
+	waitInLine(t, obsB)
+
+	mustUnlock(t, held) // grants the lock to a
+	la := <-aGot
+	if la == nil {
+		t.FailNow()
+	}
+	granted := time.Now()
+	p.Blackhole() // a's release is lost on the way ...
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- la.Unlock(ctx) }()
+	time.Sleep(100 * time.Millisecond)
+	p.Pass() // ... and the link is back before the claim would be due
+
+	var lb *core.Lease
+	select {
+	case lb = <-bGot:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the next waiter did not get the lock within 3s of the grant: the hold being released was claimed")
+	}
+	if took := time.Since(granted); took > window+time.Second {
+		t.Errorf("the next waiter got the lock %v after the grant, want about the claim window %v", took, window)
+	}
+	mustUnlock(t, lb)
+	<-unlocked // its own read timeout ends it; the outcome does not matter here
+}

@@ -231,6 +231,15 @@ func (w *watchdog) holdsAny() bool {
 	return w.holds.len() > 0
 }
 
+// ending reports whether an Unlock is in flight for every lease of h: its
+// owner is done with it, so it is neither claimed nor renewed any more — a
+// release that is slow to land (a lost reply, a cut link) leaves the lock
+// to expire within its lease, not renewed for as long as the Unlock
+// tries. Called with w.mu held.
+func (h *hold) ending() bool {
+	return len(h.leases) > 0 && int(h.releasing) >= len(h.leases)
+}
+
 // releaseStarted and releaseDone bracket an Unlock in flight.
 func (w *watchdog) releaseStarted(l *Lease) {
 	w.mu.Lock()

@@ -84,3 +84,45 @@ func TestGiveBackIsSentAgainOnANewMaster(t *testing.T) {
 		t.Fatal("sending the give-back again left the lock held")
 	}
 }
+
+// A hold whose only lease is being released is no longer renewed: when the
+// release is lost on the way (its link cut just then; go-redis waits out
+// its read timeout), the lock expires within the watchdog lease instead of
+// being renewed for as long as the Unlock tries, and a waiter gets it then.
+func TestHoldBeingReleasedIsNotRenewed(t *testing.T) {
+	srv, rdb := single(t)
+	const wd = 1200 * time.Millisecond
+	ctx := context.Background()
+	p := redistestProxy(t, srv.Addr())
+	a := newLocks(t, proxyClient(t, p.Addr(), 4*time.Second), core.WithWatchdogTimeout(wd))
+	la := mustLock(t, a.Mutex("r"), ctx)
+
+	b := newLocks(t, rdb)
+	bGot := make(chan *core.Lease, 1)
+	go func() {
+		l, err := b.Mutex("r").Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		bGot <- l
+	}()
+	time.Sleep(100 * time.Millisecond) // b waits in line
+
+	p.Blackhole() // a's release is lost on the way ...
+	released := time.Now()
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- la.Unlock(ctx) }()
+	time.Sleep(100 * time.Millisecond)
+	p.Pass() // ... and renewals would reach Redis again
+
+	select {
+	case lb := <-bGot:
+		if took := time.Since(released); took > wd+500*time.Millisecond {
+			t.Errorf("the waiter got the lock %v after the Unlock, want within the %v watchdog lease", took, wd)
+		}
+		mustUnlock(t, lb)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter did not get the lock within 3s of the Unlock: the hold being released was renewed")
+	}
+	<-unlocked
+}

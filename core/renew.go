@@ -201,7 +201,7 @@ func (w *watchdog) collectRenewals(ctx context.Context, hs []dueHold, all bool, 
 		h := d.h
 		fresh := !all && h.deadline.Sub(now) > h.lease-driftMargin(h.lease)-interval/2
 		switch {
-		case h.gone:
+		case h.gone, h.ending():
 		case isAloneRenewer(h.p):
 			// Only renewals: a RedLock's check would need a quorum round of
 			// its own, and a restart of one node does not lose it.

@@ -134,13 +134,21 @@ func (c *Client) keep(p *place, wl waitLine, member, id string, wake chan struct
 	return p
 }
 
-// keepBy makes the keeper renew the places of p's line by t at the latest,
-// when other waiters than p's stand in it.
-func (c *Client) keepBy(p *place, t time.Time) {
+// keepBy makes the keeper renew the places it keeps in the line named key
+// (its queue key) by t at the latest, when it keeps others there than self
+// (the grantee's own place, if kept; nil if not).
+func (c *Client) keepBy(key string, self *place, t time.Time) {
 	k := &c.places
 	k.mu.Lock()
-	l := p.line
-	if l == nil || len(l.places) < 2 || !l.due.After(t) {
+	l := k.lines[key]
+	others := 0
+	if l != nil {
+		others = len(l.places)
+		if _, ok := l.places[self]; ok {
+			others--
+		}
+	}
+	if others == 0 || !l.due.After(t) {
 		k.mu.Unlock()
 		return
 	}

@@ -28,8 +28,14 @@
 // an empty replica started in the old one's place: half planned — writes
 // paused until the replica has them all, as SENTINEL FAILOVER does, so no
 // lock may be lost — half crashes, which may lose the last writes and are
-// judged like an empty restart) and an operator's force-unlocks of
-// random locks (from the driver, every 200-800 ms for a few seconds). A
+// judged like an empty restart), an operator's force-unlocks of
+// random locks (from the driver, every 200-800 ms for a few seconds), and
+// faults aimed at direct handoff (grants.go): a worker that a release has
+// just granted a lock to is killed, stopped or cut off (just before the
+// grant reaches it, or just after) before it can claim it; half the empty
+// restarts strike with a grant in flight; and for a few seconds the script
+// calls around each grant, the granting release among them, reach Redis
+// once more, 0-2 s late, as late copies do. A
 // force-unlock takes the victim's hold, but not the rule: the victim must
 // be told before another holder enters, or the overlap is a violation
 // (the report counts the overlaps that followed a force-unlock apart).
