@@ -31,7 +31,8 @@ const shortRun = 75 * time.Second
 // test`: three worker processes on every lock kind, every fault type at
 // least once. It fails on any overlap with an untold holder, over-admission,
 // dead-on-arrival lease, fencing inversion or duplicate, panic, crash or
-// leak, and when the run did not exercise every kind and fault (a run that
+// leak, waiters not served within a second of an empty restart, and when
+// the run did not exercise every kind and fault (a run that
 // proves nothing). The logs of a failed run are kept; `go run
 // ./internal/chaos/cmd/chaos check DIR` reads them again.
 func TestFaultSuiteShortRun(t *testing.T) {

@@ -361,6 +361,17 @@ func TestRestartRecovery(t *testing.T) {
 	if rc := rep.Recoveries[0]; rc.Lock != "m" || rc.Took != 500*time.Millisecond || rc.Never || rc.Restart != 1 {
 		t.Fatalf("recovery: got %+v, want m in 500ms after restart 1", rc)
 	}
+	if f := rep.Failures(); len(f) != 0 {
+		t.Fatalf("a recovery within the bound is no failure: %q", f)
+	}
+
+	// Served only 1.5s after the server was back: a failure.
+	var slow logs
+	slow.add(event.Record{Ev: event.Restart, T0: ms(100), T1: ms(200)})
+	slow.cs(1, "m", mutex, 50, 1700, 1710)
+	if f := slow.check(t).Failures(); len(f) != 1 || !strings.Contains(f[0], "after an empty restart") {
+		t.Fatalf("failures: got %q, want one slow recovery", f)
+	}
 }
 
 func TestProcesses(t *testing.T) {

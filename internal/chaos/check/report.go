@@ -242,8 +242,9 @@ func (r *Report) WorstRecovery() (Recovery, bool) {
 
 // Failures lists what makes a run fail: overlaps and over-admissions with
 // an untold holder, dead-on-arrival leases, fencing inversions or
-// duplicates, panics, crashes and leaked goroutines. Nil means the run
-// passed.
+// duplicates, panics, crashes, leaked goroutines, and locks whose waiters
+// were not served within RecoveryBound of an empty restart. Nil means the
+// run passed.
 func (r *Report) Failures() []string {
 	var out []string
 	add := func(n int, format string, args ...any) {
@@ -273,8 +274,26 @@ func (r *Report) Failures() []string {
 	add(len(r.Leaks), "%d leaked goroutines", len(r.Leaks))
 	add(len(r.Races), "%d distinct data races", len(r.Races))
 	add(r.NoSummary, "%d workers ended without a summary", r.NoSummary)
+	slow := 0
+	var worst Recovery
+	for _, rc := range r.Recoveries {
+		if !rc.Never && rc.Took > RecoveryBound {
+			slow++
+			if rc.Took > worst.Took {
+				worst = rc
+			}
+		}
+	}
+	add(slow, "%d locks took more than %v to serve their waiters after an empty restart (worst %v, %s after restart %d)",
+		slow, RecoveryBound, worst.Took.Round(time.Millisecond), worst.Lock, worst.Restart)
 	return out
 }
+
+// RecoveryBound is how soon after an empty restart a lock's waiters must
+// be served again: their Clients notice the restart (a pub/sub reconnect,
+// a renewal or an attempt that finds the server new) and look again at
+// once, in a new line.
+const RecoveryBound = time.Second
 
 // ByFault counts findings by the faults active around them: finding →
 // fault → count ("none" when no fault was).
