@@ -82,6 +82,17 @@ type attempt struct {
 	// deadlockAt is when WithDeadlockCheck last inspected for this wait.
 	deadlockAt time.Time
 
+	// wait: a Lock, which waits (a TryLock attempts once). waitTimeout is
+	// its WaitTimeout (0: none), waitUntil when that budget ends (zero:
+	// none). Set by run.
+	wait        bool
+	waitTimeout time.Duration
+	waitUntil   time.Time
+	// busy is the last refusal, once there was one; out is the outage the
+	// attempts meet while they fail in a row (wait_outage.go).
+	busy *LockedError
+	out  outage
+
 	attempts int
 	waited   time.Duration
 	reentry  bool

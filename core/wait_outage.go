@@ -56,15 +56,16 @@ type outage struct {
 }
 
 // rideOut decides whether a waiting Lock tries again after attempt error
-// err, and if so settles the failed attempt and sleeps the backoff. It
-// returns false, and leaves everything as it was, when Lock should fail
-// with err: not a waiting Lock, an error that will not pass, no budget or
-// outage allowance left, or ctx ended. A Client closed during the pause
-// makes it return ErrClosed.
-func (a *attempt) rideOut(ctx context.Context, err error, wait bool, waitUntil time.Time, o *outage) (bool, error) {
-	if !wait || !transient(err) || ctx.Err() != nil {
+// err, and if so settles the failed attempt and sleeps the backoff
+// (a.out keeps the outage's state). It returns false, and leaves everything
+// as it was, when Lock should fail with err: not a waiting Lock, an error
+// that will not pass, no budget or outage allowance left, or ctx ended. A
+// Client closed during the pause makes it return ErrClosed.
+func (a *attempt) rideOut(ctx context.Context, err error) (bool, error) {
+	if !a.wait || !transient(err) || ctx.Err() != nil {
 		return false, nil
 	}
+	o, waitUntil := &a.out, a.waitUntil
 	if o.since.IsZero() {
 		o.since = a.start
 	}
