@@ -174,105 +174,71 @@ func (a *redlockAttempt) nodeTimeout(lease time.Duration) time.Duration {
 	return max(d, time.Millisecond)
 }
 
-// nodeReply is one node's answer in a parallel round.
-type nodeReply struct {
-	status, val, up int64
-	err             error
-}
-
 // roundID names one round (one attempt) of an acquisition on the nodes: a
 // lost round gives back what it won by this id, and the next round must not
 // be refused for it.
 func roundID(t try) string { return t.id + "/" + strconv.Itoa(t.seq) }
 
+// acquire runs one round: it asks every node at once, each bounded by
+// nodeTimeout, and decides on the replies in time. A round that a counted
+// majority granted is fenced (claim); any other is given back on every
+// node that granted it or whose answer is unknown, and refused (refusal).
+// A grant that arrives after the round was decided is kept by a won round
+// and given back by a lost one.
 func (a *redlockAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
-	owner, lease, round := t.owner, t.lease, roundID(t)
+	round := roundID(t)
 	a.loadScripts(ctx)
 	start := time.Now()
 	ctx = context.WithoutCancel(ctx)
+	bound := a.nodeTimeout(t.lease)
 	decided := make(chan struct{})
 	var won bool // written before decided is closed
-	replies, got := fanout(a.clients, a.nodeTimeout(lease), func(i int, c *Client) nodeReply {
+	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
 		return a.acquireNode(ctx, i, t, round)
 	}, func(i int, rep nodeReply) {
-		<-decided // a late grant is kept by a won round and given back by a lost one
+		<-decided
 		if !won {
 			a.abortNodes(t, round, []int{i})
 		}
 	})
 	defer close(decided)
 
-	guard := max(lease, a.clients[0].cfg.watchdogTimeout)
-	var granted, counted, young []int
-	var answered, busy int
-	var firstErr error
-	ttl := time.Duration(-1)
-	for i, rep := range replies {
-		switch {
-		case !got[i]:
-			if firstErr == nil {
-				firstErr = fmt.Errorf("node %d: no reply within %s", i, a.nodeTimeout(lease))
-			}
-			continue
-		case rep.err != nil:
-			if firstErr == nil {
-				firstErr = fmt.Errorf("node %d: %w", i, rep.err)
-			}
-			continue
-		}
-		answered++
-		isYoung := rep.up >= 0 && time.Duration(rep.up)*time.Second < guard+time.Second
-		if isYoung {
-			young = append(young, i)
-		}
-		if rep.status == 0 {
-			busy++
-			if d := msDur(rep.val); d >= 0 && (ttl < 0 || d < ttl) {
-				ttl = d
-			}
-			continue
-		}
-		granted = append(granted, i)
-		if !isYoung {
-			counted = append(counted, i)
-		}
+	rt := tallyRound(replies, got, bound, max(t.lease, a.clients[0].cfg.watchdogTimeout))
+	if len(rt.counted) < a.quorum {
+		a.abortNodes(t, round, unsettled(replies, got))
+		return a.refusal(rt)
 	}
-	if len(young) > 0 && answered == len(a.clients) && len(young) == answered {
-		counted = granted // a fresh deployment: every node is young
-	}
-
-	if len(counted) >= a.quorum {
-		token, reentry, nodes, err := a.fence(ctx, owner, lease, round, replies, granted)
-		validity := lease - time.Since(start) - driftMargin(lease)
-		if err == nil && validity <= 0 {
-			err = fmt.Errorf("acquiring took %s, longer than the %s lease allows", time.Since(start), lease)
-		}
-		if err == nil {
-			won = true
-			return acquireReply{acquired: true, reentry: reentry, token: token, left: lease, nodes: nodes}, nil
-		}
+	rep, err := a.claim(ctx, t, round, start, replies, rt.granted)
+	if err != nil {
 		a.abortNodes(t, round, unsettled(replies, got))
 		return acquireReply{}, fmt.Errorf("redlock %q: %w", a.k.name, err)
 	}
+	won = true
+	return rep, nil
+}
 
-	// No majority: give back what was granted (and resolve nodes whose
-	// answer is unknown), then say why.
-	a.abortNodes(t, round, unsettled(replies, got))
-	if answered < a.quorum {
-		return acquireReply{}, fmt.Errorf("redlock %q: %d of %d nodes answered, need %d: %w", a.k.name, answered, len(a.clients), a.quorum, firstErr)
+// claim makes the round started at start, which a counted majority
+// granted, the RedLock's win: its token fenced on the granting nodes
+// (fence), and time left on the lease after acquiring it.
+func (a *redlockAttempt) claim(ctx context.Context, t try, round string, start time.Time, replies []nodeReply, granted []int) (acquireReply, error) {
+	token, reentry, nodes, err := a.fence(ctx, t.owner, t.lease, round, replies, granted)
+	if err != nil {
+		return acquireReply{}, err
 	}
-	if len(young) > 0 && len(granted) > len(counted) {
-		// Nodes that restarted recently granted it: wait until they are old
-		// enough to count (or a holder's release wakes us sooner).
-		wait := guard + time.Second
-		for _, i := range young {
-			wait = min(wait, guard+time.Second-time.Duration(replies[i].up)*time.Second)
-		}
-		if ttl < 0 || wait < ttl {
-			ttl = max(wait, 0)
-		}
+	if validity := t.lease - time.Since(start) - driftMargin(t.lease); validity <= 0 {
+		return acquireReply{}, fmt.Errorf("acquiring took %s, longer than the %s lease allows", time.Since(start), t.lease)
 	}
-	return acquireReply{ttl: ttl}, nil
+	return acquireReply{acquired: true, reentry: reentry, token: token, left: t.lease, nodes: nodes}, nil
+}
+
+// refusal is the outcome of a round without a counted majority: an error
+// when fewer than a majority answered at all, otherwise a refusal whose
+// TTL says when to look again (roundTally.retryIn).
+func (a *redlockAttempt) refusal(rt roundTally) (acquireReply, error) {
+	if rt.answered < a.quorum {
+		return acquireReply{}, fmt.Errorf("redlock %q: %d of %d nodes answered, need %d: %w", a.k.name, rt.answered, len(a.clients), a.quorum, rt.err)
+	}
+	return acquireReply{ttl: rt.retryIn()}, nil
 }
 
 // loadScripts loads the scripts on every node (once per Client, in
@@ -339,16 +305,16 @@ func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Dur
 	reentry = true
 	nodes = make([]uint64, len(a.clients))
 	for _, i := range granted {
-		token = max(token, uint64(replies[i].val))
-		reentry = reentry && replies[i].status == 2
 		nodes[i] = uint64(replies[i].val)
+		token = max(token, nodes[i])
+		reentry = reentry && replies[i].status == 2
 	}
 	if reentry {
 		return token, true, nodes, nil
 	}
-	var raise []int
+	var raise []int // granting nodes whose token is lower
 	for _, i := range granted {
-		if uint64(replies[i].val) < token {
+		if nodes[i] < token {
 			raise = append(raise, i)
 		}
 	}
@@ -358,26 +324,41 @@ func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Dur
 	if have >= need {
 		return token, false, nodes, nil
 	}
-	tok := strconv.FormatUint(token, 10)
-	sub := make([]*Client, len(raise))
-	for j, i := range raise {
-		sub[j] = a.clients[i]
-	}
-	replies2, got := fanout(sub, a.nodeTimeout(lease), func(j int, c *Client) nodeReply {
-		m := a.nodes[raise[j]]
-		n, err := scriptRedlockFence.Run(ctx, c.rdb, []string{m.k.lock, m.k.fence, m.k.receipt(round)}, owner, tok, ms(fenceTTL)).Int64()
-		return nodeReply{status: n, err: err}
-	}, nil)
-	for j, i := range raise {
+	have += a.raiseFence(ctx, owner, lease, round, token, raise)
+	for _, i := range raise {
 		nodes[i] = token
-		if got[j] && replies2[j].err == nil {
-			have++
-		}
 	}
 	if have < need {
 		return 0, false, nil, fmt.Errorf("fencing token %d reached %d nodes, need %d", token, have, need)
 	}
 	return token, false, nodes, nil
+}
+
+// raiseFence writes token to the fence counters of the nodes raise, in
+// parallel (redlock_fence.lua), and returns how many of them it reached.
+func (a *redlockAttempt) raiseFence(ctx context.Context, owner string, lease time.Duration, round string, token uint64, raise []int) int {
+	tok := strconv.FormatUint(token, 10)
+	replies, got := fanout(a.clientsAt(raise), a.nodeTimeout(lease), func(j int, c *Client) nodeReply {
+		m := a.nodes[raise[j]]
+		n, err := scriptRedlockFence.Run(ctx, c.rdb, []string{m.k.lock, m.k.fence, m.k.receipt(round)}, owner, tok, ms(fenceTTL)).Int64()
+		return nodeReply{status: n, err: err}
+	}, nil)
+	reached := 0
+	for j := range raise {
+		if got[j] && replies[j].err == nil {
+			reached++
+		}
+	}
+	return reached
+}
+
+// clientsAt is the Clients of the nodes at indexes.
+func (a *redlockAttempt) clientsAt(indexes []int) []*Client {
+	sub := make([]*Client, len(indexes))
+	for j, i := range indexes {
+		sub[j] = a.clients[i]
+	}
+	return sub
 }
 
 // abortNodes resolves round on each of the given nodes, in parallel, with
@@ -387,11 +368,7 @@ func (a *redlockAttempt) abortNodes(t try, round string, nodes []int) {
 	if len(nodes) == 0 {
 		return
 	}
-	sub := make([]*Client, len(nodes))
-	for j, i := range nodes {
-		sub[j] = a.clients[i]
-	}
-	fanout(sub, a.clients[0].cfg.releaseTimeout, func(j int, c *Client) nodeReply {
+	fanout(a.clientsAt(nodes), a.clients[0].cfg.releaseTimeout, func(j int, c *Client) nodeReply {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
 		defer cancel()
 		r := t.abortRelease()
@@ -472,35 +449,6 @@ func (a *redlockAttempt) renewOne(ctx context.Context, r renewal) (bool, error) 
 	return false, fmt.Errorf("redlock: %d of %d nodes renewed, need %d: %w", t.held, len(a.clients), a.quorum, t.err)
 }
 
-// nodeTally counts a round's answers: nodes that still hold the hold
-// (status 1; least is the smallest value they reported), nodes that said it
-// is gone, and the first failure of the others.
-type nodeTally struct {
-	held, gone int
-	least      int64
-	err        error
-}
-
-func (a *redlockAttempt) tally(replies []nodeReply, got []bool, bound time.Duration) nodeTally {
-	t := nodeTally{least: -1}
-	for i, rep := range replies {
-		switch {
-		case !got[i]:
-			t.err = firstOf(t.err, fmt.Errorf("node %d: no reply within %s", i, bound))
-		case rep.err != nil:
-			t.err = firstOf(t.err, fmt.Errorf("node %d: %w", i, rep.err))
-		case rep.status == 1:
-			t.held++
-			if t.least < 0 || rep.val < t.least {
-				t.least = rep.val
-			}
-		default:
-			t.gone++
-		}
-	}
-	return t
-}
-
 // release gives back one hold on every node at once. It succeeds when a
 // majority answered (nodes that are down are skipped: their holds expire);
 // the lease was held if a majority still held it.
@@ -521,100 +469,9 @@ func (a *redlockAttempt) release(ctx context.Context, r releaseArgs) (releaseRep
 		}
 		return nodeReply{status: 1, val: rep.remaining, err: err}
 	}, nil)
-	var answered, held int
-	var remaining int64
-	var firstErr error
-	for i, rep := range replies {
-		switch {
-		case !got[i]:
-			firstErr = firstOf(firstErr, fmt.Errorf("node %d: no reply within %s", i, bound))
-		case rep.err != nil:
-			firstErr = firstOf(firstErr, fmt.Errorf("node %d: %w", i, rep.err))
-		default:
-			answered++
-			if rep.status == 1 {
-				held++
-				remaining = max(remaining, rep.val)
-			}
-		}
+	t := a.tally(replies, got, bound)
+	if answered := t.held + t.gone; answered < a.quorum {
+		return releaseReply{}, fmt.Errorf("redlock: %d of %d nodes answered the release, need %d: %w", answered, len(a.clients), a.quorum, t.err)
 	}
-	if answered < a.quorum {
-		return releaseReply{}, fmt.Errorf("redlock: %d of %d nodes answered the release, need %d: %w", answered, len(a.clients), a.quorum, firstErr)
-	}
-	return releaseReply{held: held >= a.quorum, remaining: remaining}, nil
-}
-
-// firstOf keeps the first error.
-func firstOf(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
-}
-
-// fanout runs f for every client in parallel, each call on a goroutine
-// owned by that Client (its Close waits for it), and returns the replies
-// that arrived within bound (got[i] false: none in time, or the Client was
-// closed). A reply that arrives later is handed to late, if not nil, on its
-// own goroutine; the call itself is never abandoned mid-way, so what it did
-// is always known to someone.
-func fanout(clients []*Client, bound time.Duration, f func(i int, c *Client) nodeReply, late func(i int, rep nodeReply)) ([]nodeReply, []bool) {
-	return fanoutUntil(clients, bound, f, late, nil)
-}
-
-// fanoutUntil is fanout that also stops waiting as soon as enough reports
-// that the replies so far decide the round (the rest then count as late).
-func fanoutUntil(clients []*Client, bound time.Duration, f func(i int, c *Client) nodeReply, late func(i int, rep nodeReply), enough func(replies []nodeReply, got []bool) bool) ([]nodeReply, []bool) {
-	type round struct {
-		mu      sync.Mutex
-		closed  bool
-		decided bool
-		replies []nodeReply
-		got     []bool
-		pending int
-		all     chan struct{}
-	}
-	r := &round{replies: make([]nodeReply, len(clients)), got: make([]bool, len(clients)), all: make(chan struct{})}
-	r.mu.Lock()
-	for i, c := range clients {
-		started := c.spawn(func() {
-			rep := f(i, c)
-			r.mu.Lock()
-			if r.closed {
-				r.mu.Unlock()
-				if late != nil {
-					late(i, rep)
-				}
-				return
-			}
-			r.replies[i], r.got[i] = rep, true
-			r.pending--
-			if !r.decided && (r.pending == 0 || (enough != nil && enough(r.replies, r.got))) {
-				r.decided = true
-				close(r.all)
-			}
-			r.mu.Unlock()
-		})
-		if started {
-			r.pending++
-		} else {
-			r.replies[i], r.got[i] = nodeReply{err: ErrClosed}, true
-		}
-	}
-	if r.pending == 0 && !r.decided {
-		r.decided = true
-		close(r.all)
-	}
-	r.mu.Unlock()
-
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case <-r.all:
-	case <-t.C:
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed = true
-	return append([]nodeReply(nil), r.replies...), append([]bool(nil), r.got...)
+	return releaseReply{held: t.held >= a.quorum, remaining: t.most}, nil
 }
