@@ -36,8 +36,16 @@ type Lease struct {
 
 	mu       sync.Mutex // serialises Unlock
 	released bool
-	told     bool  // reported acquired to the observer (hold_events.go); guarded by watchdog.mu
-	hold     *hold // guarded by watchdog.mu
+	told     bool // reported acquired to the observer (hold_events.go); guarded by watchdog.mu
+	// hold is the hold the lease belongs to (nil for a MultiLock lease,
+	// and for one addLease refused). It is set once, by addLease under
+	// watchdog.mu, before the lease is handed to anyone or reachable
+	// from the registry, and never changes after: the acquiring
+	// goroutine, and code that reached the lease through the registry
+	// under watchdog.mu, read it without the lock (claimLater,
+	// reportLongHolds, lostHolds). The hold's own fields are guarded by
+	// watchdog.mu.
+	hold *hold
 }
 
 // Context returns the lease's context. It carries the values of the context

@@ -18,11 +18,13 @@ import (
 // Client-owned goroutine (spawn), which Close waits for as well.
 //
 // One mutex, watchdog.mu, guards all of it: the registry, every field of
-// every hold, and the fields that tie a lease to its hold (Lease.hold, told
-// and deadline). It is held for bookkeeping only, never across a Redis call,
-// an observer's method or a lease's cancellation: those run after it is
-// released, on what was collected under it, so a slow Redis or observer
-// never holds up an Unlock or an acquisition. No other mutex is taken while
+// every hold, and the fields that tie a lease to its hold (Lease.told and
+// deadline; Lease.hold is written under it once, before the lease is
+// shared, and read without it after). It is held for bookkeeping only,
+// never across a Redis call, an observer's method or a lease's
+// cancellation: those run after it is released, on what was collected
+// under it, so a slow Redis or observer never holds up an Unlock or an
+// acquisition. No other mutex is taken while
 // it is held (a hold beginning kicks the restart watch, which never blocks).
 
 // watchdog is the Client's watchdog (see above).
