@@ -1,9 +1,6 @@
 package reply
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 func TestParseForceUnlock(t *testing.T) {
 	got, err := ParseForceUnlock([]any{snapshotReply(), int64(3), int64(2), "a"})
@@ -25,11 +22,7 @@ func TestParseForceUnlock(t *testing.T) {
 // Each malformed reply is an error that names what was wrong, not a panic.
 func TestParseForceUnlockMalformed(t *testing.T) {
 	reached := int64(0)
-	for _, c := range []struct {
-		name  string
-		reply any
-		want  string
-	}{
+	testRefuses(t, "ParseForceUnlock", ParseForceUnlock, []malformed{
 		{"nil", nil, "unexpected force-unlock reply"},
 		{"too short", []any{snapshotReply(), int64(0), reached}, "want 4"},
 		{"bad snapshot", []any{[]any{}, int64(0), reached, nil}, "unexpected inspect reply"},
@@ -38,18 +31,5 @@ func TestParseForceUnlockMalformed(t *testing.T) {
 		{"reached nil", []any{snapshotReply(), int64(0), nil, nil}, "subscriptions reached"},
 		{"head a number", []any{snapshotReply(), int64(0), reached, int64(1)}, "woken member"},
 		{"head true", []any{snapshotReply(), int64(0), reached, true}, "woken member"},
-	} {
-		var err error
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("%s: ParseForceUnlock panicked: %v", c.name, p)
-				}
-			}()
-			_, err = ParseForceUnlock(c.reply)
-		}()
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: ParseForceUnlock error = %v, want one saying %q", c.name, err, c.want)
-		}
-	}
+	})
 }

@@ -2,7 +2,6 @@ package reply
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -88,11 +87,7 @@ func TestParseSnapshotMalformed(t *testing.T) {
 		r[i] = v
 		return r
 	}
-	for _, c := range []struct {
-		name  string
-		reply any
-		want  string
-	}{
+	testRefuses(t, "ParseSnapshot", ParseSnapshot, []malformed{
 		{"nil", nil, "unexpected inspect reply"},
 		{"not an array", "x", "unexpected inspect reply"},
 		{"too short", snapshotReply()[:12], "want 13"},
@@ -112,20 +107,7 @@ func TestParseSnapshotMalformed(t *testing.T) {
 		{"semaphore holders", with(10, map[string]any{}), "semaphore holders"},
 		{"permits", with(11, "three"), "permits"},
 		{"standing", with(12, int64(0)), "standing attempts"},
-	} {
-		var err error
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("%s: ParseSnapshot panicked: %v", c.name, p)
-				}
-			}()
-			_, err = ParseSnapshot(c.reply)
-		}()
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: ParseSnapshot error = %v, want one saying %q", c.name, err, c.want)
-		}
-	}
+	})
 }
 
 func TestToken(t *testing.T) {
