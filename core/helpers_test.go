@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -125,4 +126,19 @@ func proxyClient(t testing.TB, addr string, readTimeout time.Duration) *redis.Cl
 	})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
+}
+
+// failsWithin runs call, named what, and checks that it fails with an error
+// matching want within d.
+func failsWithin(t *testing.T, what string, d time.Duration, want error, call func() error) {
+	t.Helper()
+	start := time.Now()
+	err := call()
+	took := time.Since(start)
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: %v, want %v", what, err, want)
+	}
+	if took > d {
+		t.Fatalf("%s returned after %s, want within %s", what, took, d)
+	}
 }
