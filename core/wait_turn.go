@@ -10,9 +10,9 @@ import (
 
 // Waiting for a turn: between two attempts of a Lock, its waiter joins the
 // lock's channel among the Client's local waiters (enter), pauses for as
-// long as the last refusal says (pause, lineWait), and waits for a wake-up,
-// a grant or the end of the pause (waitTurn). The loop that decides when to
-// wait is run (wait.go).
+// long as the last refusal says (pause, lineWait), and waits for a wake-up
+// or the end of the pause (waitTurn). The loop that decides when to wait,
+// and takes a lock a wake-up handed over, is run (wait.go).
 
 // noTTLWait bounds one wait when the holder's TTL is unknown (the key has no
 // expiry, or pub/sub is unavailable), so a waiter never hangs on a lost
