@@ -80,11 +80,19 @@ local notify_reach = 16
 -- (crashed, stopped, cut off) does neither, so once the claim window has
 -- passed the notified waiter finds the grant expired and those places
 -- gone, and takes the lock — a gone Client holds the line up for one
--- claim window, however many waiters it had in it.
+-- claim window. Only the first notify_reach places are looked at: a gone
+-- Client with more waiters than that at the head of the line holds it up
+-- until their places' waiter timeout, as before.
 local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now, publish)
-  for i = 0, notify_reach - 1 do
-    local member = redis.call('lindex', queue, i)
-    local st = member and redis.call('hget', standing, member)
+  local members = {redis.call('lindex', queue, 0)}
+  if not members[1] then
+    return
+  end
+  local sts = {redis.call('hget', standing, members[1])}
+  local dls
+  local i = 1
+  while true do
+    local st = sts[i]
     if not st then
       return
     end
@@ -96,10 +104,18 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
       redis.call(publish, ch_prefix .. tag, 'n ' .. id .. ' ' .. ms)
       return
     end
-    local dl = tonumber(redis.call('zscore', deadlines, member))
-    if dl and dl > now + ms then
-      redis.call('zadd', deadlines, now + ms, member)
+    if i == 1 then
+      -- The head waits on a granted Client: read the rest of the reach at
+      -- once (the common case, another Client's waiter first, reads one).
+      members = redis.call('lrange', queue, 0, notify_reach - 1)
+      sts = redis.call('hmget', standing, unpack(members))
+      dls = redis.call('zmscore', deadlines, unpack(members))
     end
+    local dl = tonumber(dls[i])
+    if dl and dl > now + ms then
+      redis.call('zadd', deadlines, now + ms, members[i])
+    end
+    i = i + 1
   end
 end
 
