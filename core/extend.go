@@ -100,11 +100,6 @@ func (w *watchdog) loseLease(l *Lease) {
 	}
 }
 
-func (m *Mutex) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
-	return reply.Extend(scriptHoldExtend.Run(ctx, m.c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
-		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)))
-}
-
 func (a fairAttempt) extend(ctx context.Context, r renewal, id string) (time.Duration, bool, error) {
 	return reply.Extend(scriptHoldExtend.Run(ctx, a.c.rdb, []string{a.k.lock, a.k.sub("ext:" + id)},
 		r.owner, tokenArg(r.token), ms(r.lease), ms(receiptTTL)))
