@@ -10,13 +10,13 @@ import (
 // acquire runs one Lock or TryLock call of any kind: build the attempt,
 // tell the observer, run the loop (wait.go), and resolve what a failed call
 // may have left on the server (settle.go).
-func (c *Client) acquire(ctx context.Context, p protocol, wait bool, opts []LockOption) (*Lease, error) {
+func (c *Client) acquire(ctx context.Context, p acquirer, wait bool, opts []LockOption) (*Lease, error) {
 	return c.acquireAs(ctx, p, wait, opts, "")
 }
 
 // acquireAs is acquire with the acquisition id chosen by the caller (a
 // semaphore names its holder with it); "" picks a fresh one.
-func (c *Client) acquireAs(ctx context.Context, p protocol, wait bool, opts []LockOption, id string) (*Lease, error) {
+func (c *Client) acquireAs(ctx context.Context, p acquirer, wait bool, opts []LockOption, id string) (*Lease, error) {
 	lc := buildLockConfig(opts)
 	if lc.err != nil {
 		return nil, lc.err
@@ -73,7 +73,7 @@ func (c *Client) acquireAs(ctx context.Context, p protocol, wait bool, opts []Lo
 // goroutine that made it (try.go).
 type attempt struct {
 	c        *Client
-	p        protocol
+	p        acquirer
 	info     LockInfo
 	t        try
 	watchdog bool
@@ -148,14 +148,8 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 		return nil, true, fmt.Errorf("keylock: acquire %q: %w: the reply took %s, past the safety deadline of a %s lease; gave the lock back",
 			a.info.Name, inner(ErrUnavailable), time.Since(sent).Round(time.Millisecond), lease)
 	}
-	p := a.p
-	if f, ok := p.(interface {
-		forLease(id string, rep acquireReply) protocol
-	}); ok {
-		p = f.forLease(a.t.id, rep) // what names the hold: a semaphore's holder id, a RedLock's node tokens
-	}
 	l = newLease(ctx, &Lease{
-		c: c, p: p, info: a.info, id: a.t.id, token: rep.token,
+		c: c, p: a.p.forLease(a.t.id, rep), info: a.info, id: a.t.id, token: rep.token,
 		acquired: sent, watchdog: a.watchdog, lease: lease, deadline: deadline, longHold: a.longHold,
 	})
 	res, replaced := c.watchdog.addLease(l, deadline, rep.reentry)

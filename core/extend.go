@@ -15,7 +15,8 @@ var (
 	scriptHolderExtend = script.Register("holder_extend", "lib_fence", "lib_lease")
 )
 
-// extender is a protocol whose holds can be extended (Lease.Extend). id
+// extender is what Lease.Extend needs of a held lock (every heldLock is
+// one): extend makes the hold r names last at least r.lease from now. id
 // names the call: a copy of it answers the first result. It returns the
 // hold's remaining lease, or ok false when the hold is gone.
 type extender interface {
@@ -42,9 +43,9 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if d < MinLeaseTime {
 		return fmt.Errorf("%w: Extend(%s) is shorter than %s", ErrInvalidOption, d, MinLeaseTime)
 	}
-	if subs := SubLeases(l); subs != nil {
-		errs := make([]error, len(subs))
-		for i, sub := range subs {
+	if l.multi != nil {
+		errs := make([]error, len(l.multi.subs))
+		for i, sub := range l.multi.subs {
 			errs[i] = sub.Extend(ctx, d)
 		}
 		return errors.Join(errs...)
@@ -60,12 +61,8 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if cause := context.Cause(l.ctx); errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrClosed) {
 		return fmt.Errorf("keylock: extend %q: %w", l.info.Name, inner(cause))
 	}
-	ext, ok := l.p.(extender)
-	if !ok {
-		return fmt.Errorf("%w: a %s lease cannot be extended", ErrInvalidOption, l.info.Kind)
-	}
 	sent := time.Now()
-	left, held, err := ext.extend(ctx, renewal{owner: l.info.Owner, token: l.token, lease: d}, l.c.newID())
+	left, held, err := l.p.extend(ctx, renewal{owner: l.info.Owner, token: l.token, lease: d}, l.c.newID())
 	if err != nil {
 		return wrapRedis("extend", l.info.Name, err)
 	}

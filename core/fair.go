@@ -169,6 +169,10 @@ func (a fairAttempt) holdKey() string {
 	return "fair\x00" + a.k.lock
 }
 
+// forLease: the hold is named by owner and token alone, so the attempt
+// itself renews, extends and releases it.
+func (a fairAttempt) forLease(string, acquireReply) heldLock { return a }
+
 // kindArg marks a Mutex's waiter in line (fair_acquire.lua ARGV[12]).
 func (a fairAttempt) kindArg() string {
 	if a.mutex {

@@ -14,7 +14,7 @@ type hold struct {
 	key      string // p.holdKey()
 	owner    string
 	token    uint64 // the hold's fencing token: it names the hold in Redis
-	p        protocol
+	p        renewable
 	lease    time.Duration
 	deadline time.Time // local safety deadline: stop believing before Redis expires it
 	leases   []*Lease
@@ -58,7 +58,7 @@ func (w *watchdog) deadlineOf(h *hold) time.Time {
 	return h.deadline
 }
 
-// holdID identifies a hold: what (protocol.holdKey) and for whom.
+// holdID identifies a hold: what (renewable.holdKey) and for whom.
 type holdID struct{ key, owner string }
 
 // registry is every live hold of a Client, guarded by watchdog.mu: by id (to

@@ -8,46 +8,89 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// protocol is one lock kind's conversation with Redis. The machinery shared
-// by every kind — owners, leases, the watchdog, pub/sub waiting, fencing
-// tokens, observer events — lives in Client and Lease and drives a protocol;
-// a new kind of lock only implements these methods and its scripts.
-type protocol interface {
-	// info names the lock for observers (Label and Owner are filled in).
-	info() LockInfo
-	// holdKey identifies what one owner holds, for the client's registry of
-	// renewed holds (e.g. the read and write side of an RW lock differ).
+// A lock kind's conversation with Redis is split by who drives it. The
+// machinery shared by every kind — owners, leases, the watchdog, pub/sub
+// waiting, fencing tokens, observer events — lives in Client and Lease; a
+// new kind of lock implements an acquirer, the heldLock its wins yield, and
+// their scripts. Each interface below is what one part of that machinery
+// needs of a kind, and no more:
+//
+//   - acquirer: one Lock or TryLock call (attempt.p: acquire.go, try.go,
+//     wait_turn.go);
+//   - resolver: resolving an attempt of unknown outcome (settle.go);
+//   - heldLock: a hold that attempt won (Lease.p: Unlock, Extend);
+//   - releaser: giving a lease back (Unlock, release_retry.go): a heldLock,
+//     or a MultiLock lease's multiHold;
+//   - renewable: the part of a heldLock the watchdog keeps alive (hold.p:
+//     renew.go, renew_batch.go, grant.go).
+//
+// A MultiLock lease is only a releaser: it holds its locks' leases, each
+// with its own heldLock, and gives them back (multiHold).
+
+// acquirer is one acquisition's side of a kind: what the attempts of one
+// Lock or TryLock call send, how a waiter is woken, and what a win yields.
+type acquirer interface {
+	resolver
+	// holdKey identifies what the owner will hold, as renewable.holdKey
+	// (deadlock.go asks whether the owner holds another lock).
 	holdKey() string
 	// acquire makes one attempt. Every copy of one attempt (go-redis
 	// retries a timed-out command) gets the same answer and changes nothing
 	// more (lib_attempt.lua).
 	acquire(ctx context.Context, t try) (acquireReply, error)
+	// channel is the wake-up channel the waiter of owner subscribes to.
+	channel(owner string) string
+	// forLease is the heldLock of the hold won with rep under acquisition
+	// id: what names the hold (a semaphore's holder id, a RedLock's node
+	// tokens) for its renewals, Extend and release.
+	forLease(id string, rep acquireReply) heldLock
+}
+
+// resolver is what resolving an attempt of unknown outcome needs of a
+// kind (settle.go, replica.go): every acquirer is one, and so is a
+// RedLock's per-node Mutex, which only ever gives back and releases.
+type resolver interface {
+	// info names the lock (acquireAs fills in Label and Owner).
+	info() LockInfo
 	// abort resolves an attempt whose outcome the client does not know (an
 	// error, a caller that left, a reply too late to use): if it won, its
 	// hold is given back; if not, it is marked over so that no late copy
 	// can win; a waiter's place in line (fair lock, RW write intent) is
 	// given up. It is idempotent.
 	abort(ctx context.Context, t try) error
-	// renew queues one renewal of the hold r names on pipe; the reply is
-	// decoded by reply.Renew.
-	renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd
-	// renewOne runs one renewal directly (used when a pipelined renewal hit
-	// NOSCRIPT). It reports whether the hold r names still lives.
-	renewOne(ctx context.Context, r renewal) (bool, error)
+}
+
+// heldLock is a hold's side of a kind (Lease.p): the watchdog renews it
+// (renewable), Lease.Extend extends it (extender), Unlock gives it back
+// (releaser).
+type heldLock interface {
+	renewable
+	extender
+	releaser
+}
+
+// releaser gives back one lease: Unlock and its retries (release_retry.go).
+type releaser interface {
 	// release gives back one lease of the hold r names; r.id makes retries
 	// idempotent. A hold that is gone (a later hold of the same owner
 	// included) is never touched: the reply says not held.
 	release(ctx context.Context, r releaseArgs) (releaseReply, error)
-	// channel is the wake-up channel the waiter of owner subscribes to.
-	channel(owner string) string
 }
 
-// resolver is what resolving an attempt of unknown outcome needs of a
-// protocol (settle.go, replica.go): every protocol is one, and so is a
-// RedLock's per-node Mutex, which only ever gives back and releases.
-type resolver interface {
+// renewable is what the watchdog needs of a held lock (hold.p).
+type renewable interface {
+	// info names the lock in renewal errors.
 	info() LockInfo
-	abort(ctx context.Context, t try) error
+	// holdKey identifies what one owner holds, for the client's registry of
+	// renewed holds (e.g. the read and write side of an RW lock differ).
+	holdKey() string
+	// renew queues one renewal of the hold r names on pipe; the reply is
+	// decoded by reply.Renew.
+	renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd
+	// renewOne runs one renewal directly (used when a pipelined renewal hit
+	// NOSCRIPT, and for a grant's claim). It reports whether the hold r
+	// names still lives.
+	renewOne(ctx context.Context, r renewal) (bool, error)
 }
 
 // renewal names the hold a renewal is for: its owner and fencing token.
@@ -115,7 +158,7 @@ type try struct {
 	replay time.Duration
 }
 
-// abortRelease is the release that resolves t (protocol.abort): the hold's
+// abortRelease is the release that resolves t (resolver.abort): the hold's
 // token comes from the attempt's record.
 func (t try) abortRelease() releaseArgs {
 	return releaseArgs{owner: t.owner, id: t.id, watchdog: t.watchdog, wdLease: t.wdLease, keep: receiptFor(t.lease, t.wdLease)}
@@ -162,7 +205,7 @@ type releaseReply struct {
 	remaining int64
 }
 
-// aloneRenewer marks a protocol whose renewal is round trips of its own
+// aloneRenewer marks a renewable whose renewal is round trips of its own
 // (RedLock: one per node, in parallel) rather than one pipelined command.
 // The watchdog runs such renewals on their own goroutines, so a slow node
 // never holds up the pipelined renewals of the Client's other locks.

@@ -13,7 +13,8 @@ import (
 // failure (a retried release whose reply was lost never releases twice).
 type Lease struct {
 	c        *Client
-	p        protocol
+	p        heldLock   // the held lock the lease belongs to; nil for a MultiLock lease
+	multi    *multiHold // a MultiLock lease's: the leases of its locks; nil for any other
 	info     LockInfo
 	id       string
 	token    uint64
@@ -157,10 +158,10 @@ func (l *Lease) release(ctx context.Context) (releaseReply, error) {
 	call := func() (releaseReply, error) {
 		cctx, cancel := l.c.callContext(ctx)
 		defer cancel()
-		return l.p.release(cctx, r)
+		return l.releasedBy().release(cctx, r)
 	}
 	if cctx, stop, ok := l.c.inlineCall(ctx, ctx); ok && !l.c.isClosed() {
-		rep, err := l.p.release(cctx, r)
+		rep, err := l.releasedBy().release(cctx, r)
 		err = inlineErr(ctx, err) // errAbandoned: retried (release_retry.go)
 		stop()
 		return rep, err
@@ -177,11 +178,20 @@ func (l *Lease) release(ctx context.Context) (releaseReply, error) {
 	}, nil)
 	switch {
 	case err != nil: // the Client is closed: release in place, bounded by ctx
-		return l.p.release(ctx, r)
+		return l.releasedBy().release(ctx, r)
 	case !ok:
 		return releaseReply{}, errAbandoned
 	}
 	return res.rep, res.err
+}
+
+// releasedBy is what gives l back: its held lock, or for a MultiLock lease
+// the leases of its locks.
+func (l *Lease) releasedBy() releaser {
+	if l.multi != nil {
+		return l.multi
+	}
+	return l.p
 }
 
 // newLease gives l, its other fields set, its context: ctx made

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // MultiLock holds several locks as one (Redisson's RedissonMultiLock): all
@@ -120,7 +118,7 @@ func (m *MultiLock) lock(ctx context.Context, wait bool, opts []LockOption) (*Le
 	first := subs[0]
 	h := &multiHold{subs: subs, done: make([]bool, len(subs))}
 	l := newLease(ctx, &Lease{
-		c: first.c, p: h,
+		c: first.c, multi: h,
 		info:  LockInfo{Kind: KindMultiLock, Name: m.name, Label: lc.label, Owner: owner},
 		id:    first.c.newID(),
 		token: first.token, acquired: start, watchdog: first.watchdog, lease: first.lease,
@@ -137,8 +135,8 @@ func (m *MultiLock) lock(ctx context.Context, wait bool, opts []LockOption) (*Le
 // order they were taken (by name), so each lock's fencing token can be
 // passed to the store it guards. For any other lease it returns nil.
 func SubLeases(l *Lease) []*Lease {
-	if h, ok := l.p.(*multiHold); ok {
-		return slices.Clone(h.subs)
+	if l.multi != nil {
+		return slices.Clone(l.multi.subs)
 	}
 	return nil
 }
@@ -154,35 +152,16 @@ func releaseAll(subs []*Lease) {
 	}
 }
 
-// multiHold is the protocol behind a MultiLock lease. It is never
+// multiHold is what a MultiLock lease holds (Lease.multi): the leases of
+// its locks. It is no lock kind — it is never acquired, and never
 // registered with a Client (each lock has its own hold, renewed by its own
-// Client); it only releases.
+// Client) — it is only a releaser.
 type multiHold struct {
 	subs  []*Lease
 	stops []func() bool
 
 	mu   sync.Mutex
 	done []bool // released (or found not held), not to be released again
-}
-
-var errMultiHold = errors.New("keylock: internal: a MultiLock lease is never acquired or renewed itself")
-
-func (h *multiHold) info() LockInfo        { return LockInfo{Kind: KindMultiLock} }
-func (h *multiHold) holdKey() string       { return "" }
-func (h *multiHold) channel(string) string { return "" }
-func (h *multiHold) acquire(context.Context, try) (acquireReply, error) {
-	return acquireReply{}, errMultiHold
-}
-
-// abort has nothing to resolve: each sub-lock's acquisition resolved its own.
-func (h *multiHold) abort(context.Context, try) error { return nil }
-func (h *multiHold) renew(ctx context.Context, _ redis.Pipeliner, _ renewal) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(errMultiHold)
-	return cmd
-}
-func (h *multiHold) renewOne(context.Context, renewal) (bool, error) {
-	return false, errMultiHold
 }
 
 // release unlocks every lock not released yet, in parallel. It fails (the

@@ -97,7 +97,7 @@ func (m *Mutex) release(ctx context.Context, r releaseArgs) (releaseReply, error
 }
 
 // releaseAs runs the release script; abort "1" resolves an acquisition of
-// unknown outcome instead (see protocol.abort).
+// unknown outcome instead (see resolver.abort).
 func (m *Mutex) releaseAs(ctx context.Context, r releaseArgs, abort string) (releaseReply, error) {
 	pub, err := m.c.hub.PublishCommand(ctx)
 	if err != nil {

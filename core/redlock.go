@@ -143,9 +143,9 @@ type redlockAttempt struct {
 	tokens []uint64
 }
 
-// forLease is the protocol of the lease won with rep: a copy that knows
-// the hold's token on every node.
-func (a *redlockAttempt) forLease(_ string, rep acquireReply) protocol {
+// forLease is the held lock won with rep: a copy that knows the hold's
+// token on every node.
+func (a *redlockAttempt) forLease(_ string, rep acquireReply) heldLock {
 	cp := *a
 	cp.tokens = rep.nodes
 	return &cp

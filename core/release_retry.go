@@ -81,8 +81,7 @@ func (l *Lease) args() releaseArgs {
 // or a Redis error): a failed one is retried, an acknowledged one
 // remembered.
 func (c *Client) releaseOutcome(l *Lease, err error) {
-	r := l.args()
-	p := l.p
+	r, p := l.args(), l.releasedBy()
 	send := func(ctx context.Context) error {
 		_, err := p.release(ctx, r)
 		return err

@@ -354,7 +354,7 @@ func (w *watchdog) applyRenewals(sent time.Time, items []renewItem) {
 	w.signalLost(lost, ErrLockLost)
 }
 
-func isAloneRenewer(p protocol) bool {
+func isAloneRenewer(p renewable) bool {
 	_, ok := p.(aloneRenewer)
 	return ok
 }

@@ -23,7 +23,7 @@ import (
 // call in the pipeline (go-redis routes it to its node).
 //
 // The batch does not know the lock kinds: each kind still says how it renews
-// (protocol.renew), and the batch reads the keys and arguments off that
+// (renewable.renew), and the batch reads the keys and arguments off that
 // command. Renewals by a script the batch does not stand in for, and a hold
 // alone in its slot, are sent as they are.
 

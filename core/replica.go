@@ -195,7 +195,7 @@ func (c *Client) replicated(ctx context.Context, p resolver, t try, acked acks) 
 // acquireScript is the acquire step of the kinds whose script answers the
 // {status, value} shape of decodeAcquire: it runs s (with WAIT when replica
 // sync is on) and undoes an acquisition the replicas did not acknowledge.
-func (c *Client) acquireScript(ctx context.Context, p protocol, t try, s *script.Script, keys []string, args ...any) (acquireReply, error) {
+func (c *Client) acquireScript(ctx context.Context, p resolver, t try, s *script.Script, keys []string, args ...any) (acquireReply, error) {
 	v, acked, err := c.evalWrite(ctx, s, keys, args...)
 	if err != nil {
 		return acquireReply{}, err

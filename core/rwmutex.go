@@ -153,6 +153,9 @@ func (r rwRead) info() LockInfo      { return LockInfo{Kind: KindRead, Name: r.k
 func (r rwRead) holdKey() string     { return "read\x00" + r.k.lock }
 func (r rwRead) member(t try) string { return ":r:" + t.owner }
 
+// forLease: a reader's hold is named by owner and token alone.
+func (r rwRead) forLease(string, acquireReply) heldLock { return r }
+
 func (r rwRead) acquire(ctx context.Context, t try) (acquireReply, error) {
 	pub, err := r.c.hub.PublishCommand(ctx)
 	if err != nil {
@@ -203,6 +206,9 @@ type rwWrite struct {
 func (w rwWrite) info() LockInfo      { return LockInfo{Kind: KindWrite, Name: w.k.name} }
 func (w rwWrite) holdKey() string     { return "write\x00" + w.k.lock }
 func (w rwWrite) member(t try) string { return t.owner }
+
+// forLease: the writer's hold is named by owner and token alone.
+func (w rwWrite) forLease(string, acquireReply) heldLock { return w }
 
 func (w rwWrite) acquire(ctx context.Context, t try) (acquireReply, error) {
 	pub, err := w.c.hub.PublishCommand(ctx)

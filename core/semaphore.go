@@ -187,7 +187,7 @@ func (e *semTooSmallError) Unwrap() error { return errSemaphoreTooSmall }
 
 func (a semAttempt) info() LockInfo                              { return LockInfo{Kind: KindSemaphore, Name: a.k.name} }
 func (a semAttempt) holdKey() string                             { return "sem\x00" + a.k.lock + "\x00" + a.holder }
-func (a semAttempt) forLease(id string, _ acquireReply) protocol { a.holder = id; return a }
+func (a semAttempt) forLease(id string, _ acquireReply) heldLock { a.holder = id; return a }
 
 // channel is the Client's channel of the semaphore, shared by all its
 // waiters of it; pushes name their attempt (a grant, a wake-up), as a

@@ -9,7 +9,7 @@ import (
 // Redis call failed or timed out (go-redis may have run it, even twice), its
 // caller left before the reply, its reply came too late to use, or its
 // Lock ended while it stood in line — is resolved on the server by the
-// kind's abort (see protocol.abort): a hold it won is given back, a late
+// kind's abort (see resolver.abort): a hold it won is given back, a late
 // copy of it is refused, its place in line is given up. Nothing is ever left
 // held by an owner nobody knows.
 
