@@ -108,6 +108,17 @@ func mustUnlock(t testing.TB, l *core.Lease) {
 	}
 }
 
+// throughProxy starts one redis-server and returns a Client (with opts)
+// that reaches it through a proxy the test can cut (Drop, Blackhole,
+// Delay), over a go-redis client with the given read timeout and no
+// retries (proxyClient); direct reaches the server itself.
+func throughProxy(t testing.TB, readTimeout time.Duration, opts ...core.Option) (c *core.Client, proxy *redistest.Proxy, direct *redis.Client) {
+	t.Helper()
+	srv, direct := single(t)
+	proxy = redistestProxy(t, srv.Addr())
+	return newLocks(t, proxyClient(t, proxy.Addr(), readTimeout), opts...), proxy, direct
+}
+
 func redistestProxy(t testing.TB, target string) *redistest.Proxy {
 	t.Helper()
 	return redistest.NewProxy(t, target)

@@ -13,9 +13,7 @@ import (
 // Client in the background: once Redis answers again the lock is free
 // within a second, not when its 30s watchdog lease ends.
 func TestFailedUnlockIsRetried(t *testing.T) {
-	srv, direct := single(t)
-	proxy := redistestProxy(t, srv.Addr())
-	c := newLocks(t, proxyClient(t, proxy.Addr(), 200*time.Millisecond))
+	c, proxy, direct := throughProxy(t, 200*time.Millisecond)
 	ctx := context.Background()
 	l := mustLock(t, c.Mutex("retried"), ctx)
 	proxy.Drop()
@@ -62,9 +60,7 @@ func TestCloseStopsReleaseRetries(t *testing.T) {
 // release, and sent once more when a new master appears (it may still have
 // the win, if the give-back landed on the old one only).
 func TestGiveBackIsSentAgainOnANewMaster(t *testing.T) {
-	srv, direct := single(t)
-	proxy := redistestProxy(t, srv.Addr())
-	c := newLocks(t, proxyClient(t, proxy.Addr(), 5*time.Second))
+	c, proxy, direct := throughProxy(t, 5*time.Second)
 	proxy.Delay(300 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -90,11 +86,9 @@ func TestGiveBackIsSentAgainOnANewMaster(t *testing.T) {
 // its read timeout), the lock expires within the watchdog lease instead of
 // being renewed for as long as the Unlock tries, and a waiter gets it then.
 func TestHoldBeingReleasedIsNotRenewed(t *testing.T) {
-	srv, rdb := single(t)
 	const wd = 1200 * time.Millisecond
 	ctx := context.Background()
-	p := redistestProxy(t, srv.Addr())
-	a := newLocks(t, proxyClient(t, p.Addr(), 4*time.Second), core.WithWatchdogTimeout(wd))
+	a, p, rdb := throughProxy(t, 4*time.Second, core.WithWatchdogTimeout(wd))
 	la := mustLock(t, a.Mutex("r"), ctx)
 
 	b := newLocks(t, rdb)

@@ -13,9 +13,7 @@ import (
 // fail (the link resets every connection) and are tried again with backoff
 // until Redis answers. TryLock still fails at once.
 func TestLockRidesOutAnOutage(t *testing.T) {
-	srv, _ := single(t)
-	proxy := redistestProxy(t, srv.Addr())
-	c := newLocks(t, proxyClient(t, proxy.Addr(), 200*time.Millisecond))
+	c, proxy, _ := throughProxy(t, 200*time.Millisecond)
 	ctx := context.Background()
 	mustUnlock(t, mustLock(t, c.Mutex("outage"), ctx)) // warm: scripts loaded
 
@@ -53,9 +51,7 @@ func TestLockRidesOutAnOutage(t *testing.T) {
 func TestLockWithoutDeadlineFailsWhenRedisStaysDown(t *testing.T) {
 	const bound = time.Second
 	defer core.SetMaxOutageWait(bound)()
-	srv, _ := single(t)
-	proxy := redistestProxy(t, srv.Addr())
-	c := newLocks(t, proxyClient(t, proxy.Addr(), 200*time.Millisecond))
+	c, proxy, _ := throughProxy(t, 200*time.Millisecond)
 	ctx := context.Background()
 	mustUnlock(t, mustLock(t, c.Mutex("down"), ctx))
 	proxy.Drop()
