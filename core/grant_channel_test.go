@@ -21,14 +21,7 @@ func TestFairWaiterChannelOutlivesTheWait(t *testing.T) {
 
 	round := func(first bool) (scripts, subs, unsubs int64) {
 		held := mustLock(t, holder.FairMutex("c"), ctx)
-		got := make(chan *core.Lease, 1)
-		go func() {
-			l, err := waiter.FairMutex("c").Lock(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- l
-		}()
+		got := lockLater(t, waiter.FairMutex("c"), ctx)
 		if first {
 			waitInLine(t, obs)
 		} else {

@@ -120,14 +120,7 @@ func TestFairGrantIsClaimed(t *testing.T) {
 	ctx := context.Background()
 	const window = 300 * time.Millisecond
 	held := mustLock(t, holder.FairMutex("c", core.FairClaimWindow(window)), ctx)
-	got := make(chan *core.Lease, 1)
-	go func() {
-		l, err := waiter.FairMutex("c", core.FairClaimWindow(window)).Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockLater(t, waiter.FairMutex("c", core.FairClaimWindow(window)), ctx)
 	waitInLine(t, obs)
 	mustUnlock(t, held)
 	l := <-got
@@ -217,14 +210,7 @@ func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, wa
 
 	obsB := &waitSignal{waiting: make(chan int, 16)}
 	b := newLocks(t, rdb, core.WithObserver(obsB))
-	bGot := make(chan *core.Lease, 1)
-	go func() {
-		l, err := b.FairMutex(name, opts...).Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		bGot <- l
-	}()
+	bGot := lockLater(t, b.FairMutex(name, opts...), ctx)
 	waitInLine(t, obsB)
 
 	p.Blackhole()
@@ -269,14 +255,7 @@ func TestFairGrantFoundWithoutThePushIsClaimed(t *testing.T) {
 	// outlives the next one.
 	const window = 1500 * time.Millisecond
 	held := mustLock(t, holder.FairMutex("n", core.FairClaimWindow(window)), ctx)
-	got := make(chan *core.Lease, 1)
-	go func() {
-		l, err := waiter.FairMutex("n", core.FairClaimWindow(window)).Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockLater(t, waiter.FairMutex("n", core.FairClaimWindow(window)), ctx)
 	time.Sleep(300 * time.Millisecond) // in line, polling
 	mustUnlock(t, held)
 	l := <-got
@@ -338,14 +317,7 @@ func TestFairGrantNotClaimedIsToldByTheEndOfTheWindow(t *testing.T) {
 	ctx := context.Background()
 	const window = 400 * time.Millisecond
 	held := mustLock(t, holder.FairMutex("u", core.FairClaimWindow(window)), ctx)
-	got := make(chan *core.Lease, 1)
-	go func() {
-		l, err := waiter.FairMutex("u", core.FairClaimWindow(window)).Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockLater(t, waiter.FairMutex("u", core.FairClaimWindow(window)), ctx)
 	waitInLine(t, obs)
 	released := time.Now()
 	mustUnlock(t, held)
@@ -436,25 +408,11 @@ func TestFairGrantBeingReleasedIsNotClaimed(t *testing.T) {
 	p := redistestProxy(t, srv.Addr())
 	obsA := &waitSignal{waiting: make(chan int, 16)}
 	a := newLocks(t, proxyClient(t, p.Addr(), 4*time.Second), core.WithObserver(obsA), core.WithWatchdogTimeout(20*time.Second))
-	aGot := make(chan *core.Lease, 1)
-	go func() {
-		l, err := a.FairMutex("u", opts...).Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		aGot <- l
-	}()
+	aGot := lockLater(t, a.FairMutex("u", opts...), ctx)
 	waitInLine(t, obsA)
 	obsB := &waitSignal{waiting: make(chan int, 16)}
 	b := newLocks(t, rdb, core.WithObserver(obsB))
-	bGot := make(chan *core.Lease, 1)
-	go func() {
-		l, err := b.FairMutex("u", opts...).Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		bGot <- l
-	}()
+	bGot := lockLater(t, b.FairMutex("u", opts...), ctx)
 	waitInLine(t, obsB)
 
 	mustUnlock(t, held) // grants the lock to a

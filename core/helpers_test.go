@@ -101,6 +101,20 @@ func mustLock(t testing.TB, l core.Locker, ctx context.Context, opts ...core.Loc
 	return lease
 }
 
+// lockLater calls l.Lock(ctx) on a goroutine of its own; the channel gets
+// the lease (nil, with the error reported, if Lock failed).
+func lockLater(t testing.TB, l core.Locker, ctx context.Context) <-chan *core.Lease {
+	got := make(chan *core.Lease, 1)
+	go func() {
+		lease, err := l.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	return got
+}
+
 func mustUnlock(t testing.TB, l *core.Lease) {
 	t.Helper()
 	if err := l.Unlock(context.Background()); err != nil {

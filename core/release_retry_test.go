@@ -92,14 +92,7 @@ func TestHoldBeingReleasedIsNotRenewed(t *testing.T) {
 	la := mustLock(t, a.Mutex("r"), ctx)
 
 	b := newLocks(t, rdb)
-	bGot := make(chan *core.Lease, 1)
-	go func() {
-		l, err := b.Mutex("r").Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		bGot <- l
-	}()
+	bGot := lockLater(t, b.Mutex("r"), ctx)
 	time.Sleep(100 * time.Millisecond) // b waits in line
 
 	p.Blackhole() // a's release is lost on the way ...
