@@ -90,6 +90,7 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
   end
   local sts = {redis.call('hget', standing, members[1])}
   local dls
+  local cut = false
   local i = 1
   while true do
     local st = sts[i]
@@ -101,7 +102,11 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
       return
     end
     if not tags[tag] then
-      redis.call(publish, ch_prefix .. tag, 'n ' .. id .. ' ' .. ms)
+      -- Behind places cut by an earlier grant only: that grant told this
+      -- waiter already, and those places end before this window does.
+      if i == 1 or cut then
+        redis.call(publish, ch_prefix .. tag, 'n ' .. id .. ' ' .. ms)
+      end
       return
     end
     if i == 1 then
@@ -114,6 +119,7 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
     local dl = tonumber(dls[i])
     if dl and dl > now + ms then
       redis.call('zadd', deadlines, now + ms, members[i])
+      cut = true
     end
     i = i + 1
   end
