@@ -182,7 +182,7 @@ func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, wa
 
 	p := redistestProxy(t, srv.Addr())
 	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second), core.WithObserver(obsA))
+	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
 	aCtx, aCancel := context.WithCancel(ctx)
 	defer aCancel()
 	aDone := make(chan error, waiters)
@@ -407,7 +407,7 @@ func TestFairGrantBeingReleasedIsNotClaimed(t *testing.T) {
 
 	p := redistestProxy(t, srv.Addr())
 	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 4*time.Second), core.WithObserver(obsA), core.WithWatchdogTimeout(20*time.Second))
+	a := newLocks(t, proxyClient(t, p.Addr(), 2500*time.Millisecond), core.WithObserver(obsA), core.WithWatchdogTimeout(20*time.Second))
 	aGot := lockLater(t, a.FairMutex("u", opts...), ctx)
 	waitInLine(t, obsA)
 	obsB := &waitSignal{waiting: make(chan int, 16)}

@@ -88,7 +88,7 @@ func TestGiveBackIsSentAgainOnANewMaster(t *testing.T) {
 func TestHoldBeingReleasedIsNotRenewed(t *testing.T) {
 	const wd = 1200 * time.Millisecond
 	ctx := context.Background()
-	a, p, rdb := throughProxy(t, 4*time.Second, core.WithWatchdogTimeout(wd))
+	a, p, rdb := throughProxy(t, 2500*time.Millisecond, core.WithWatchdogTimeout(wd))
 	la := mustLock(t, a.Mutex("r"), ctx)
 
 	b := newLocks(t, rdb)
