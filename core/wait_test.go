@@ -183,6 +183,33 @@ func TestFencingTokensIncreaseAcrossDataLoss(t *testing.T) {
 	}
 }
 
+// TestFencingTokensAheadOfTheClock: a counter ahead of the server clock (a
+// burst of acquisitions within one microsecond, or a server clock that
+// stepped back) goes on from its last value, one by one, and is not set
+// back to the clock.
+func TestFencingTokensAheadOfTheClock(t *testing.T) {
+	_, rdb := single(t)
+	c := newLocks(t, rdb)
+	ctx := context.Background()
+	ahead := uint64(time.Now().Add(time.Hour).UnixMicro())
+	if err := rdb.Set(ctx, "keylock:{ahead}:fence", ahead, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		l := mustLock(t, c.Mutex("ahead"), ctx)
+		if l.Token() != ahead+i {
+			t.Fatalf("token %d = %d, want %d", i, l.Token(), ahead+i)
+		}
+		mustUnlock(t, l)
+	}
+	if got, err := rdb.Get(ctx, "keylock:{ahead}:fence").Uint64(); err != nil || got != ahead+3 {
+		t.Fatalf("counter = %d (%v), want %d", got, err, ahead+3)
+	}
+	if ttl := rdb.PTTL(ctx, "keylock:{ahead}:fence").Val(); ttl <= 0 {
+		t.Fatalf("counter TTL = %v, want one", ttl)
+	}
+}
+
 func TestRestartMidHoldReportsLoss(t *testing.T) {
 	srv, rdb := single(t)
 	const timeout = 300 * time.Millisecond

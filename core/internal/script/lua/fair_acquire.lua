@@ -50,15 +50,23 @@
 --
 -- Every deadline is the server's clock (TIME), never a client's.
 local owner = ARGV[1]
+local lease = tonumber(ARGV[2])
+-- The uncontended path, in six commands: no record of this attempt (not a
+-- copy), the lock free and nobody in line.
+if redis.call('exists', KEYS[6], KEYS[1], KEYS[2]) == 0 then
+  local token, now = fence_next(KEYS[4], ARGV[3])
+  local left = hold_take(KEYS[1], owner, token, lease, ARGV[8], now)
+  return attempt_won(KEYS[6], 1, token, ARGV[7], left)
+end
 local seen = attempt_seen(KEYS[6], function(token)
   return hold_left(KEYS[1], owner, token)
 end, ARGV[9])
 if seen then
   return seen
 end
-local now = now_ms()
+local t = redis.call('time')
+local now = now_ms(t)
 local wt = tonumber(ARGV[4])
-local lease = tonumber(ARGV[2])
 
 -- Evict waiters at the head of the line whose deadline has passed: a
 -- crashed waiter holds up the line for at most one waiter timeout.
@@ -71,7 +79,7 @@ if redis.call('exists', KEYS[1]) == 0 then
       redis.call('zrem', KEYS[3], owner)
       redis.call('hdel', KEYS[7], owner)
     end
-    local token = fence_next(KEYS[4], ARGV[3])
+    local token = fence_next(KEYS[4], ARGV[3], t)
     local left = hold_take(KEYS[1], owner, token, lease, ARGV[8], now)
     return attempt_won(KEYS[6], 1, token, ARGV[7], left)
   end

@@ -44,8 +44,13 @@
 -- out of line instead. A fixed-LeaseTime waiter is woken to take the lock
 -- itself, as before.
 local function grant_next()
-  local now = now_ms()
   local head = redis.call('lindex', KEYS[2], 0)
+  if not head then
+    redis.call('del', KEYS[1]) -- nobody in line: the uncontended path
+    return
+  end
+  local t = redis.call('time')
+  local now = now_ms(t)
   while head do
     local dl = redis.call('zscore', KEYS[3], head)
     local live = dl and tonumber(dl) > now
@@ -66,7 +71,7 @@ local function grant_next()
     redis.call('hdel', KEYS[7], head)
     local record = live and (KEYS[1] .. ':rel:' .. id)
     if record and redis.call('exists', record) == 0 then
-      local token = fence_next(KEYS[6], ARGV[8])
+      local token = fence_next(KEYS[6], ARGV[8], t)
       local lease = math.min(tonumber(wl), tonumber(ARGV[9]))
       redis.call('del', KEYS[1])
       hold_take(KEYS[1], head, token, lease, '1', now)
