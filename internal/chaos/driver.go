@@ -203,7 +203,14 @@ func (d *driver) inject(ctx context.Context) {
 		}
 		name := cycle[0]
 		cycle = cycle[1:]
-		if !wait(ctx, d.between(1000, 2500)) {
+		gap := d.between(1000, 2500)
+		if name == event.FaultGrantee {
+			// Quiet for longer than the checker attributes findings to the
+			// fault before: the struck grant is held to check.GrantBound
+			// only with no other fault around.
+			gap = check.AttributionWindow + d.between(500, 1500)
+		}
+		if !wait(ctx, gap) {
 			return
 		}
 		f := event.Record{Ev: event.Fault, Fault: name, Target: -1, T0: event.Now()}
@@ -297,7 +304,7 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 
 	case event.FaultGrantee:
 		f.Target = slot
-		return d.strikeGrantee(ctx, slot)
+		return d.strikeGrantee(ctx, slot, f)
 
 	case event.FaultReplay:
 		return d.replayGrants(ctx, d.between(3000, 6000))

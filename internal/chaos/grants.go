@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keylock/keylock/internal/chaos/check"
+	"github.com/keylock/keylock/internal/chaos/event"
 	"github.com/keylock/keylock/internal/redistest"
 )
 
@@ -36,22 +38,42 @@ const replayWithin = 5 * time.Millisecond
 // isGrant reports whether a pub/sub payload is a grant.
 func isGrant(payload string) bool { return strings.HasPrefix(payload, "g ") }
 
+// grantSeen is a grant on its way to a worker: the proxy it passed, its
+// lock, and when.
+type grantSeen struct {
+	proxy int
+	lock  string
+	at    int64 // event.Now()
+}
+
+// lockOfChannel is the lock name of a Client's channel of a lock,
+// keylock:{name}:ch:<tag>.
+func lockOfChannel(channel string) string {
+	if _, rest, ok := strings.Cut(channel, "{"); ok {
+		if name, _, ok := strings.Cut(rest, "}"); ok {
+			return name
+		}
+	}
+	return ""
+}
+
 // awaitGrant waits until a grant passes one of proxies, or for timeout (or
-// until ctx ends); it returns the index of that proxy and whether one came.
-// act, if set, is called with that index on the proxy's goroutine before
+// until ctx ends); it returns that grant and whether one came. act, if
+// set, is called with the proxy's index on the proxy's goroutine before
 // the grant is forwarded (a Blackhole it switches on swallows the grant).
-func (d *driver) awaitGrant(ctx context.Context, proxies []*redistest.Proxy, timeout time.Duration, act func(i int)) (int, bool) {
-	got := make(chan int, 1)
+func (d *driver) awaitGrant(ctx context.Context, proxies []*redistest.Proxy, timeout time.Duration, act func(i int)) (grantSeen, bool) {
+	got := make(chan grantSeen, 1)
 	var once atomic.Bool
 	for i, p := range proxies {
-		p.OnMessage(func(_, payload string) {
+		p.OnMessage(func(channel, payload string) {
 			if !isGrant(payload) || !once.CompareAndSwap(false, true) {
 				return
 			}
+			g := grantSeen{proxy: i, lock: lockOfChannel(channel), at: event.Now()}
 			if act != nil {
 				act(i)
 			}
-			got <- i
+			got <- g
 		})
 	}
 	defer func() {
@@ -62,8 +84,8 @@ func (d *driver) awaitGrant(ctx context.Context, proxies []*redistest.Proxy, tim
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case i := <-got:
-		return i, true
+	case g := <-got:
+		return g, true
 	case <-t.C:
 	case <-ctx.Done():
 	}
@@ -72,7 +94,7 @@ func (d *driver) awaitGrant(ctx context.Context, proxies []*redistest.Proxy, tim
 		// this one's to end.
 		return <-got, true
 	}
-	return -1, false
+	return grantSeen{}, false
 }
 
 // How strikeGrantee strikes.
@@ -85,8 +107,10 @@ const (
 )
 
 // strikeGrantee waits for a grant to worker slot and strikes its process
-// or link at once, before the grantee can claim the grant.
-func (d *driver) strikeGrantee(ctx context.Context, slot int) string {
+// or link at once, before the grantee can claim the grant; it notes the
+// grant's lock and time in f, for the checker's bound on how long the
+// grant holds the lock up (check.GrantBound).
+func (d *driver) strikeGrantee(ctx context.Context, slot int, f *event.Record) string {
 	how := d.rng.IntN(strikes)
 	cut := d.between(500, 6000)
 	stopFor := d.between(500, 5000)
@@ -95,16 +119,23 @@ func (d *driver) strikeGrantee(ctx context.Context, slot int) string {
 	if how == strikeCutBefore {
 		act = func(int) { p.Blackhole() }
 	}
-	if _, ok := d.awaitGrant(ctx, d.proxies[slot:slot+1], grantWait, act); !ok {
+	g, ok := d.awaitGrant(ctx, d.proxies[slot:slot+1], grantWait, act)
+	if !ok {
 		return fmt.Sprintf("no grant to worker %d within %v", slot, grantWait)
 	}
+	f.Lock, f.Grant = g.lock, g.at
+	// The fault lasts until the grant's bound has passed, so that the next
+	// fault cannot begin within it.
+	defer func() {
+		wait(ctx, time.Duration(g.at+int64(check.GrantBound)-event.Now()))
+	}()
 	switch how {
 	case strikeKill:
 		what := d.kill(slot)
 		time.Sleep(d.between(200, 1000))
-		return "granted, then " + what
+		return fmt.Sprintf("granted %s, then %s", g.lock, what)
 	case strikeStop:
-		return "granted, then " + d.stop(ctx, slot, stopFor)
+		return fmt.Sprintf("granted %s, then %s", g.lock, d.stop(ctx, slot, stopFor))
 	case strikeCutAfter:
 		p.Blackhole()
 	}
@@ -114,7 +145,7 @@ func (d *driver) strikeGrantee(ctx context.Context, slot int) string {
 	if how == strikeCutBefore {
 		when = "before"
 	}
-	return fmt.Sprintf("worker %d cut off for %v just %s a grant reached it", slot, cut, when)
+	return fmt.Sprintf("worker %d cut off for %v just %s a grant of %s reached it", slot, cut, when, g.lock)
 }
 
 // replayGrants sends again, for dur, the script calls around every grant

@@ -132,6 +132,7 @@ func Records(recs []event.Record) (*Report, error) {
 		}
 	}
 	r.stalls(rep)
+	r.grantPasses(rep)
 	r.processes(rep)
 	return rep, nil
 }

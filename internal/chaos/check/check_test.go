@@ -730,3 +730,43 @@ func TestOwnerContinuesItsHold(t *testing.T) {
 		t.Fatalf("an owner back to an older token: got %v, want one inversion", rep.Inversions)
 	}
 }
+
+func TestGrantPasses(t *testing.T) {
+	grantee := func(l *logs, lock string, slot int, grant, from, to float64) {
+		l.add(event.Record{Ev: event.Fault, Fault: event.FaultGrantee, Target: slot, Lock: lock, Grant: ms(grant), T0: ms(from), T1: ms(to)})
+	}
+	waiter := func(l *logs, pid int, lock string, from, to float64) { // gives up
+		l.add(event.Record{Ev: event.Acq, W: pid % 10, PID: pid, Lock: lock, Kind: mutex, T0: ms(from), T1: ms(to), Err: "timeout", Cause: "busy"})
+	}
+	var l logs
+	l.add(event.Record{Ev: event.Spawn, T0: ms(0)})
+	grantee(&l, "m", 1, 100, 50, 4000)
+	waiter(&l, 2, "m", 50, 3200)        // waited through the bound
+	l.cs(3, "m", mutex, 60, 2200, 2210) // the grant passed on after the claim window
+	grantee(&l, "slow", 1, 10100, 10050, 14000)
+	waiter(&l, 2, "slow", 10050, 13300)
+	l.cs(3, "slow", mutex, 10060, 13500, 13510) // 3.4 s: too late
+	grantee(&l, "own", 1, 20100, 20050, 24000)
+	waiter(&l, 11, "own", 20050, 23300)         // the struck worker's own waiter (slot 1): not held to the bound
+	l.cs(21, "own", mutex, 20060, 23500, 23510) // slot 1 too
+	l.add(event.Record{Ev: event.RunEnd, T1: ms(30000)})
+	rep := l.check(t)
+	if len(rep.GrantPasses) != 3 {
+		t.Fatalf("grant passes: got %+v, want 3", rep.GrantPasses)
+	}
+	if g := rep.GrantPasses[0]; !g.Held() || g.Took != 2100*time.Millisecond {
+		t.Fatalf("first pass: got %+v, want held, 2.1s", g)
+	}
+	if g := rep.GrantPasses[2]; g.Held() {
+		t.Fatalf("third pass: got %+v, want not held (only the struck worker waited)", g)
+	}
+	f := rep.Failures()
+	if len(f) != 1 || !strings.Contains(f[0], "1 grants to a struck grantee") || !strings.Contains(f[0], "slow") {
+		t.Fatalf("failures: got %q, want the slow grant", f)
+	}
+	var out bytes.Buffer
+	rep.Write(&out)
+	if !strings.Contains(out.String(), "struck grants: 3, 2 with another worker's waiter") {
+		t.Fatalf("report lacks the struck grants line:\n%s", out.String())
+	}
+}

@@ -21,8 +21,12 @@
 //   - fencing inversions and duplicates: an acquisition that returned before
 //     another was called must have the smaller token, also across restarts;
 //   - stalls: the longest time a waiter waited while the lock was free, and
-//     the longest with no fault to explain it; and how long waiters took to
-//     get in after each empty restart;
+//     the longest with no fault to explain it, and per fault the longest
+//     with only that fault around; and how long waiters took to get in
+//     after each empty restart;
+//   - grants struck at: how long after a grant whose grantee the suite
+//     killed, stopped or cut off its lock was entered again, held to
+//     GrantBound when another worker's waiter waited all along;
 //   - panics, crashed or hung workers and goroutines leaked by a closed
 //     Client;
 //   - critical sections per kind, faults injected per type, and which faults

@@ -78,6 +78,7 @@ type attempt struct {
 	boundBy string
 	unlock  bool // an Unlock, not an acquisition
 	pid     int
+	w       int // worker slot
 }
 
 type window struct{ from, to int64 }
@@ -105,6 +106,10 @@ type fault struct {
 	target int
 	from   int64
 	to     int64
+	// lock and grant: the grant a FaultGrantee struck at (grant 0: none
+	// came).
+	lock  string
+	grant int64
 }
 
 // run is a parsed set of logs.
@@ -165,7 +170,7 @@ func parse(recs []event.Record) (*run, error) {
 			}
 			r.attempts = append(r.attempts, &attempt{lock: rec.Lock, kind: rec.Kind, n: n, size: rec.Size,
 				try: rec.Try, t0: rec.T0, t1: rec.T1, err: rec.Err, class: rec.Cause, bound: rec.Bound, boundBy: rec.BoundBy,
-				pid: rec.PID})
+				pid: rec.PID, w: rec.W})
 			if rec.Err != "" {
 				continue
 			}
@@ -208,7 +213,7 @@ func parse(recs []event.Record) (*run, error) {
 					err: rec.Err, bound: rec.Bound, boundBy: rec.BoundBy, unlock: true, pid: s.pid})
 			}
 		case event.Fault:
-			r.faults = append(r.faults, fault{name: rec.Fault, target: rec.Target, from: rec.T0, to: rec.T1})
+			r.faults = append(r.faults, fault{name: rec.Fault, target: rec.Target, from: rec.T0, to: rec.T1, lock: rec.Lock, grant: rec.Grant})
 		case event.Force:
 			r.forces = append(r.forces, force{lock: rec.Lock, from: rec.T0, to: rec.T1, freed: rec.N == 1})
 		case event.Pause:

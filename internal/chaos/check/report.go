@@ -187,7 +187,13 @@ type Report struct {
 
 	LongestStall            Stall
 	LongestUnexplainedStall Stall
-	Recoveries              []Recovery
+	// LongestStallBy is, per fault, the longest stall around which that
+	// fault was the only one.
+	LongestStallBy map[string]Stall
+	Recoveries     []Recovery
+	// GrantPasses: how long each grant the suite struck at held its lock
+	// up (grant.go).
+	GrantPasses []GrantPass
 
 	Panics  []string // recovered panics and crashed workers' stderr
 	Crashes []string // workers that exited unexpectedly or hung
@@ -242,9 +248,10 @@ func (r *Report) WorstRecovery() (Recovery, bool) {
 
 // Failures lists what makes a run fail: overlaps and over-admissions with
 // an untold holder, dead-on-arrival leases, fencing inversions or
-// duplicates, panics, crashes, leaked goroutines, and locks whose waiters
-// were not served within RecoveryBound of an empty restart. Nil means the
-// run passed.
+// duplicates, panics, crashes, leaked goroutines, locks whose waiters
+// were not served within RecoveryBound of an empty restart, and grants to
+// a struck grantee that held their lock up for more than GrantBound while
+// another worker waited. Nil means the run passed.
 func (r *Report) Failures() []string {
 	var out []string
 	add := func(n int, format string, args ...any) {
@@ -286,6 +293,9 @@ func (r *Report) Failures() []string {
 	}
 	add(slow, "%d locks took more than %v to serve their waiters after an empty restart (worst %v, %s after restart %d)",
 		slow, RecoveryBound, worst.Took.Round(time.Millisecond), worst.Lock, worst.Restart)
+	slowGrants, worstGrant := r.slowGrants()
+	add(slowGrants, "%d grants to a struck grantee held their lock up for more than %v while another worker waited (worst %v, %s, grantee fault %d)",
+		slowGrants, GrantBound, worstGrant.Took.Round(time.Millisecond), worstGrant.Lock, worstGrant.Fault)
 	return out
 }
 
@@ -403,6 +413,36 @@ func (r *Report) Write(w io.Writer) {
 	}
 	p("longest stall with a waiter present: %s", r.LongestStall)
 	p("longest stall with no fault around: %s", r.LongestUnexplainedStall)
+	if len(r.LongestStallBy) > 0 {
+		var by []string
+		for _, f := range sortedStallKeys(r.LongestStallBy) {
+			st := r.LongestStallBy[f]
+			by = append(by, fmt.Sprintf("%s %v (%s)", f, st.Duration().Round(time.Millisecond), st.Lock))
+		}
+		p("longest stall with only one fault around, by fault: %s", strings.Join(by, ", "))
+	}
+	if len(r.GrantPasses) > 0 {
+		held, slow := 0, 0
+		var worst GrantPass
+		for _, g := range r.GrantPasses {
+			if !g.Held() {
+				continue
+			}
+			held++
+			if g.Took > GrantBound {
+				slow++
+			}
+			if g.Took > worst.Took {
+				worst = g
+			}
+		}
+		if held > 0 {
+			p("struck grants: %d, %d with another worker's waiter and no other fault around; their lock entered again within %v at worst (%s), %d later than %v",
+				len(r.GrantPasses), held, worst.Took.Round(time.Millisecond), worst.Lock, slow, GrantBound)
+		} else {
+			p("struck grants: %d, none with another worker's waiter and no other fault around", len(r.GrantPasses))
+		}
+	}
 	if worst, ok := r.WorstRecovery(); ok {
 		p("after %d empty restarts, waiters got in within %v at worst (restart %d, %s)",
 			len(r.restarts()), worst.Took.Round(time.Millisecond), worst.Restart, worst.Lock)
@@ -514,6 +554,15 @@ func (s Stall) String() string {
 		f = "faults " + strings.Join(s.Faults, ",")
 	}
 	return fmt.Sprintf("%v on %s (%s)", s.Duration().Round(time.Millisecond), s.Lock, f)
+}
+
+func sortedStallKeys(m map[string]Stall) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func sortedKeys(m map[string]int) []string {

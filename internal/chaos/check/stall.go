@@ -35,6 +35,12 @@ func (r *run) stalls(rep *Report) {
 			if len(st.Faults) == 0 && st.Duration() > rep.LongestUnexplainedStall.Duration() {
 				rep.LongestUnexplainedStall = st
 			}
+			if len(st.Faults) == 1 && st.Duration() > rep.LongestStallBy[st.Faults[0]].Duration() {
+				if rep.LongestStallBy == nil {
+					rep.LongestStallBy = make(map[string]Stall)
+				}
+				rep.LongestStallBy[st.Faults[0]] = st
+			}
 		}
 	}
 	for i, rs := range r.restarts {

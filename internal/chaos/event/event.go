@@ -188,6 +188,9 @@ type Record struct {
 	// Start: when a Restart's new server was launched. Nothing acquired
 	// before then can be held by it.
 	Start int64 `json:"start,omitempty"`
+	// Grant: with Fault FaultGrantee, when the grant the fault struck at
+	// passed the grantee's proxy (its lock is Lock).
+	Grant int64 `json:"grant,omitempty"`
 
 	// Summary: goroutines that outlived the worker's Client, one stack each.
 	Leaked []string `json:"leaked,omitempty"`
