@@ -72,7 +72,9 @@ local wt = tonumber(ARGV[4])
 -- crashed waiter holds up the line for at most one waiter timeout.
 local head = evict_dead(KEYS[2], KEYS[3], KEYS[7], now)
 
-if redis.call('exists', KEYS[1]) == 0 then
+-- The holder's remaining lease (-2: the lock is free), read once.
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
   if (not head) or head == owner then
     if head then
       redis.call('lpop', KEYS[2])
@@ -91,7 +93,6 @@ elseif redis.call('hexists', KEYS[1], owner) == 1 then
   return attempt_won(KEYS[6], 2, redis.call('hget', KEYS[1], ':token'), ARGV[7], left)
 end
 
-local pttl = redis.call('pttl', KEYS[1])
 if ARGV[6] ~= '1' then
   attempt_over(KEYS[6], ARGV[9])
   return {0, math.max(pttl, 0)}
