@@ -415,7 +415,7 @@ func (r *Report) Write(w io.Writer) {
 	p("longest stall with no fault around: %s", r.LongestUnexplainedStall)
 	if len(r.LongestStallBy) > 0 {
 		var by []string
-		for _, f := range sortedStallKeys(r.LongestStallBy) {
+		for _, f := range sortedKeys(r.LongestStallBy) {
 			st := r.LongestStallBy[f]
 			by = append(by, fmt.Sprintf("%s %v (%s)", f, st.Duration().Round(time.Millisecond), st.Lock))
 		}
@@ -556,16 +556,7 @@ func (s Stall) String() string {
 	return fmt.Sprintf("%v on %s (%s)", s.Duration().Round(time.Millisecond), s.Lock, f)
 }
 
-func sortedStallKeys(m map[string]Stall) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func sortedKeys(m map[string]int) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
