@@ -38,12 +38,11 @@ const replayWithin = 5 * time.Millisecond
 // isGrant reports whether a pub/sub payload is a grant.
 func isGrant(payload string) bool { return strings.HasPrefix(payload, "g ") }
 
-// grantSeen is a grant on its way to a worker: the proxy it passed, its
-// lock, and when.
+// grantSeen is a grant on its way to a worker: its lock, and when it
+// passed the worker's proxy.
 type grantSeen struct {
-	proxy int
-	lock  string
-	at    int64 // event.Now()
+	lock string
+	at   int64 // event.Now()
 }
 
 // lockOfChannel is the lock name of a Client's channel of a lock,
@@ -69,7 +68,7 @@ func (d *driver) awaitGrant(ctx context.Context, proxies []*redistest.Proxy, tim
 			if !isGrant(payload) || !once.CompareAndSwap(false, true) {
 				return
 			}
-			g := grantSeen{proxy: i, lock: lockOfChannel(channel), at: event.Now()}
+			g := grantSeen{lock: lockOfChannel(channel), at: event.Now()}
 			if act != nil {
 				act(i)
 			}
