@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,10 +28,12 @@ const (
 	orderTaskTemplate = "order:{payload.order_id}"
 )
 
-// buyTimeout bounds the steps of a buy once it has started (reserve,
-// enqueue, and the cancellation of a reservation that could not be
-// queued); they run to completion even if the client goes away.
-const buyTimeout = 5 * time.Second
+// stepTimeout bounds each step of a buy once it has started: reserving,
+// queuing the order, undoing a reservation. The steps run to completion even
+// if the client goes away, and each has a budget of its own: a reservation
+// made late must still be queued (or undone), or a unit would be sold and
+// never ordered.
+const stepTimeout = 5 * time.Second
 
 // errQueue reports that a reservation was made but its task could not be
 // queued (the reservation has been undone).
@@ -57,6 +60,9 @@ type sale struct {
 	// (and the APIs run without the per-buyer lock): the -unsafe demo.
 	unsafe       bool
 	unsafeWindow time.Duration
+
+	// timeout is the budget of each step of a buy (stepTimeout when zero).
+	timeout time.Duration
 }
 
 var propagator = propagation.TraceContext{}
@@ -89,23 +95,64 @@ func (s *sale) buy(ctx context.Context, item, user string) (orderID string, err 
 	defer func() { s.metrics.buy(ctx, err) }()
 	// From here on the buy finishes even if the client goes away: a
 	// reservation without its task would be a unit sold and never ordered.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), buyTimeout)
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
+	rctx, cancel := s.step(ctx)
 	if s.unsafe {
-		orderID, err = s.store.ReserveUnsafe(ctx, item, user, s.unsafeWindow)
+		orderID, err = s.store.ReserveUnsafe(rctx, item, user, s.unsafeWindow)
 	} else {
-		orderID, err = s.store.Reserve(ctx, item, user)
+		orderID, err = s.store.Reserve(rctx, item, user)
+	}
+	cancel()
+	if u, ok := errors.AsType[*shop.UnknownOutcomeError](err); ok {
+		// The reserve script's answer was lost: it may have reserved.
+		return "", s.undo(ctx, item, user, u.OrderID, err)
 	}
 	if err != nil {
 		return "", err
 	}
-	if err := s.enqueue(ctx, orderTask{OrderID: orderID, Item: item, User: user}); err != nil {
-		if _, cerr := s.store.Cancel(ctx, item, user, orderID); cerr != nil {
-			return "", fmt.Errorf("%w: %v (and the reservation of order %s could not be undone: %v)", errQueue, err, orderID, cerr)
-		}
-		return "", fmt.Errorf("%w: %v", errQueue, err)
+	qctx, cancel := s.step(ctx)
+	err = s.enqueue(qctx, orderTask{OrderID: orderID, Item: item, User: user})
+	cancel()
+	if err != nil {
+		return s.undoQueued(ctx, item, user, orderID, err)
 	}
 	return orderID, nil
+}
+
+// step returns the context of one step of a buy: ctx with the step's budget.
+func (s *sale) step(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cmp.Or(s.timeout, stepTimeout))
+}
+
+// undoQueued undoes the reservation of an order whose task could not be
+// queued. Nothing to undo means the task was queued after all (only its
+// answer was lost) and has created the order: the buy succeeded.
+func (s *sale) undoQueued(ctx context.Context, item, user, orderID string, qerr error) (string, error) {
+	cause := fmt.Errorf("%w: %v", errQueue, qerr)
+	undone, err := s.cancel(ctx, item, user, orderID)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%w (and the reservation of order %s could not be undone: %v)", cause, orderID, err)
+	case !undone:
+		return orderID, nil
+	}
+	return "", cause
+}
+
+// undo cancels the reservation of orderID, whose outcome is unknown, and
+// returns cause (saying so if the reservation could not be undone).
+func (s *sale) undo(ctx context.Context, item, user, orderID string, cause error) error {
+	if _, err := s.cancel(ctx, item, user, orderID); err != nil {
+		return fmt.Errorf("%w (and the reservation of order %s could not be undone: %v)", cause, orderID, err)
+	}
+	return cause
+}
+
+// cancel undoes the reservation of orderID if it is pending.
+func (s *sale) cancel(ctx context.Context, item, user, orderID string) (undone bool, err error) {
+	ctx, cancel := s.step(ctx)
+	defer cancel()
+	return s.store.Cancel(ctx, item, user, orderID)
 }
 
 // enqueue queues the order:create task of an order, with the trace

@@ -64,6 +64,23 @@ func (e *AlreadyBoughtError) Error() string {
 // Is makes errors.Is(err, ErrAlreadyBought) true.
 func (e *AlreadyBoughtError) Is(target error) bool { return target == ErrAlreadyBought }
 
+// UnknownOutcomeError is returned by Reserve when the reserve script's
+// answer was lost (a timeout or a broken connection after it was sent): the
+// reservation of OrderID may or may not have been made. Cancel(item, user,
+// OrderID) settles it either way.
+type UnknownOutcomeError struct {
+	OrderID string
+	Err     error
+}
+
+// Error names the order and the cause.
+func (e *UnknownOutcomeError) Error() string {
+	return "seckill: reservation of order " + e.OrderID + " unknown: " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *UnknownOutcomeError) Unwrap() error { return e.Err }
+
 // MaxIDLen is the longest item, user or order id accepted.
 const MaxIDLen = 64
 
@@ -210,7 +227,8 @@ func (s *Store) Seed(ctx context.Context, item string, stock int64) error {
 // Reserve is the atomic purchase step (see reserve.lua): it takes one unit
 // of item for user and writes a pending order, returning its id. It fails
 // with ErrSoldOut, an *AlreadyBoughtError, ErrNoItem or ErrInvalidID without
-// changing anything.
+// changing anything, and with an *UnknownOutcomeError when the script's
+// answer was lost.
 func (s *Store) Reserve(ctx context.Context, item, user string) (orderID string, err error) {
 	if err := checkIDs(item, user); err != nil {
 		return "", err
@@ -220,7 +238,10 @@ func (s *Store) Reserve(ctx context.Context, item, user string) (orderID string,
 	id := newOrderID(item)
 	v, err := scriptReserve.Run(ctx, s.rdb, purchaseKeys(item, user, id).list(), user, id, item, s.nowMS()).Slice()
 	if err != nil {
-		return "", err
+		if _, reply := errors.AsType[redis.Error](err); reply {
+			return "", err // the server answered with an error: nothing was written
+		}
+		return "", &UnknownOutcomeError{OrderID: id, Err: err}
 	}
 	if len(v) != 2 {
 		return "", fmt.Errorf("seckill: reserve: unexpected reply %v", v)

@@ -216,3 +216,48 @@ func TestSeedResets(t *testing.T) {
 		}
 	})
 }
+
+// replayEvals runs every script call twice, as a client that retries after
+// losing the first answer does; the caller sees the second answer.
+type replayEvals struct{}
+
+func (replayEvals) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (replayEvals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (replayEvals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			_ = next(ctx, cmd)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestReserveReplayed: a reserve call delivered twice (go-redis sends a
+// command again after a timeout or a broken connection) reserves once and
+// answers "reserved" both times — not "already bought" with its own order,
+// which would leave that order without its task.
+func TestReserveReplayed(t *testing.T) {
+	rdb := redistest.NewServer(t).NewClient(t)
+	rdb.AddHook(replayEvals{})
+	s := New(rdb)
+	ctx := context.Background()
+	if err := s.Seed(ctx, "1", 5); err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.Reserve(ctx, "1", "alice")
+	if err != nil {
+		t.Fatalf("replayed Reserve: %v, want the order", err)
+	}
+	if got := mustItem(t, s, "1"); got.Sold != 1 || got.Stock != 4 {
+		t.Fatalf("item after a replayed Reserve: %+v, want one unit sold", got)
+	}
+	if os, err := s.UserOrders(ctx, "alice"); err != nil || len(os) != 1 || os[0].ID != id {
+		t.Fatalf("alice's orders: %v, %v; want only %s", os, err, id)
+	}
+	var ab *AlreadyBoughtError
+	if _, err := s.Reserve(ctx, "1", "alice"); !errors.As(err, &ab) || ab.OrderID != id {
+		t.Fatalf("a second buy: %v, want already bought (%s)", err, id)
+	}
+}

@@ -13,6 +13,7 @@
 -- ARGV[4]  now, Unix milliseconds
 --
 -- Returns {1, order id}           reserved: stock - 1, sold + 1, order pending
+--                                 (again, unchanged, when the call is replayed)
 --         {2, existing order id}  the buyer already bought this item
 --         {3, ''}                 sold out
 --         {4, ''}                 no such item
@@ -24,6 +25,11 @@ if redis.call('exists', KEYS[1]) == 0 then
   return {4, ''}
 end
 local prev = redis.call('hget', KEYS[2], ARGV[1])
+if prev == ARGV[2] then
+  -- A replay of this very call (a client's retry after its answer was
+  -- lost): it reserved, and says so again.
+  return {1, prev}
+end
 if prev then
   return {2, prev}
 end
