@@ -21,9 +21,10 @@ func embeddedClient(t *testing.T) *core.Client {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: e.Addr()})
-	// 1s: renewed every 333ms, with room for a race-enabled run on a busy
-	// machine (300ms lost a RedLock hold there once).
-	c := core.New(rdb, core.WithWatchdogTimeout(time.Second))
+	// 2s: renewed every 667ms. A lease is lost only if the process stalls
+	// for more than 1.3s; a race-enabled run on a busy machine stalled past
+	// 0.7s (a 1s lease) while other packages built and ran beside it.
+	c := core.New(rdb, core.WithWatchdogTimeout(2*time.Second))
 	t.Cleanup(func() {
 		c.Close()
 		rdb.Close()
@@ -60,7 +61,7 @@ func TestLockKindsOnEmbeddedRedis(t *testing.T) {
 			if err != nil {
 				t.Fatalf("TryLock: %v", err)
 			}
-			// Held past three lease times: the watchdog renews it.
+			// Held past 1.6 lease times: the watchdog renews it.
 			time.Sleep(3200 * time.Millisecond)
 			if err := context.Cause(lease.Context()); err != nil {
 				t.Fatalf("lease lost while held: %v", err)
@@ -86,7 +87,7 @@ func TestLockKindsOnEmbeddedRedis(t *testing.T) {
 			if err := <-got; err != nil {
 				t.Fatalf("waiter: %v", err)
 			}
-			// (With 1s leases a wake-up cannot be told from a TTL retry
+			// (With 2s leases a wake-up cannot be told from a TTL retry
 			// here; TestWakeUpOnEmbeddedRedis checks the wake-up itself.)
 			// A fixed lease expires on the server's TTL clock.
 			if _, err := k.make(name).TryLock(ctx, core.LeaseTime(200*time.Millisecond)); err != nil {
