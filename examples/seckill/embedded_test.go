@@ -21,9 +21,9 @@ func embeddedClient(t *testing.T) *core.Client {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: e.Addr()})
-	// 2s: renewed every 667ms. A lease is lost only if the process stalls
-	// for more than 1.3s; a race-enabled run on a busy machine stalled past
-	// 0.7s (a 1s lease) while other packages built and ran beside it.
+	// 2s: renewed every 667ms, so a lease is lost only if the process
+	// stalls for more than 1.3s (a race-enabled test process sharing the
+	// CPUs with other test binaries can stall for most of a second).
 	c := core.New(rdb, core.WithWatchdogTimeout(2*time.Second))
 	t.Cleanup(func() {
 		c.Close()
