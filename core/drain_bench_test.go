@@ -1,0 +1,108 @@
+package core_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkDrain times one handoff after another in one process: a Client
+// holds a lock, another Client's 1,000 goroutines wait for it (all
+// blocked), and once it is released each takes and releases it in turn.
+// Besides the time per waiter served it reports, from INFO commandstats
+// around the drain, the time Redis spent in each script call
+// (script-µs/call) and in the commands those scripts ran
+// (inner-µs/call): the difference is the call path around each
+// redis.call, which commandstats does not count per command.
+func BenchmarkDrain(b *testing.B) {
+	const waiters = 1000
+	_, rdb := single(b)
+	holder, waiting := newLocks(b, rdb), newLocks(b, rdb)
+	ctx := context.Background()
+	var perWaiter, scriptUS, innerUS float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		held, err := holder.Mutex("drain").Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range waiters {
+			wg.Go(func() {
+				l, err := waiting.Mutex("drain").Lock(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_ = l.Unlock(ctx)
+			})
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if n, _ := rdb.LLen(ctx, "keylock:{drain}:queue").Result(); n == waiters {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("not all %d waiters in line after 30s", waiters)
+			}
+		}
+		time.Sleep(500 * time.Millisecond) // their first attempts' follow-ups end
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		if err := held.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		wg.Wait()
+		perWaiter += float64(time.Since(t0).Microseconds()) / waiters
+		b.StopTimer()
+		calls, script, inner := scriptTimes(b, rdb)
+		scriptUS += script / float64(calls)
+		innerUS += inner / float64(calls)
+	}
+	b.ReportMetric(perWaiter/float64(b.N), "µs/waiter")
+	b.ReportMetric(scriptUS/float64(b.N), "script-µs/call")
+	b.ReportMetric(innerUS/float64(b.N), "inner-µs/call")
+}
+
+// scriptTimes reads INFO commandstats: the script calls (EVALSHA, EVAL),
+// their time, and the time of every other command (the scripts' inner
+// ones, and the few the benchmark sent itself), in µs.
+func scriptTimes(b testing.TB, rdb *redis.Client) (calls int64, script, inner float64) {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		var n int64
+		var us float64
+		for kv := range strings.SplitSeq(stats, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				n, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				us, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		switch name {
+		case "evalsha", "eval":
+			calls, script = calls+n, script+us
+		case "info", "config|resetstat", "llen":
+		default:
+			inner += us
+		}
+	}
+	return calls, script, inner
+}
