@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -60,6 +62,9 @@ type appConfig struct {
 	Quiet bool
 	// Ready, if set, is called once the servers listen.
 	Ready func(appAddrs)
+	// SweepEvery is how often the app queues the tasks of orders left
+	// pending StaleAfter after their reservation (sweep.go).
+	SweepEvery, StaleAfter time.Duration
 }
 
 // appAddrs are the addresses the app actually listens on.
@@ -79,6 +84,8 @@ func defaultAppConfig() appConfig {
 		UnsafeWindow: 50 * time.Millisecond,
 		Workers:      16,
 		Metrics:      true,
+		SweepEvery:   defaultSweepEvery,
+		StaleAfter:   defaultStaleAfter,
 	}
 }
 
@@ -175,6 +182,15 @@ func runApp(ctx context.Context, cfg appConfig) (err error) {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer worker.Shutdown()
+
+	// The sweeper: tasks for orders a buy left without one.
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	var sweeping sync.WaitGroup
+	sweeping.Go(func() {
+		s.sweeper(sweepCtx, demoItem, cmp.Or(cfg.SweepEvery, defaultSweepEvery), cmp.Or(cfg.StaleAfter, defaultStaleAfter), logger)
+	})
+	defer sweeping.Wait()
+	defer stopSweep()
 
 	// The APIs. In -unsafe mode they get no lock client.
 	apiLocks := locks

@@ -163,3 +163,43 @@ func TestBuySucceedsWhenTheQueuedOrderWasCreated(t *testing.T) {
 		t.Errorf("item: %+v, want sold 1, created 1", it)
 	}
 }
+
+// TestSweeperQueuesAnOrderLeftWithoutItsTask: a reservation whose buy
+// ended before queuing its task (here, made with the store alone, as by a
+// process that died right after it) gets its task queued by the app's
+// sweeper, and its order created.
+func TestSweeperQueuesAnOrderLeftWithoutItsTask(t *testing.T) {
+	cfg := appOn(t, "redis-server")
+	cfg.Stock = 5
+	cfg.SweepEvery, cfg.StaleAfter = 100*time.Millisecond, 300*time.Millisecond
+	a := startApp(t, cfg)
+	rdb := redis.NewClient(&redis.Options{Addr: a.Redis})
+	t.Cleanup(func() { rdb.Close() })
+	store := shop.New(rdb)
+	ctx := context.Background()
+	id, err := store.Reserve(ctx, demoItem, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		o, err := store.Order(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Status == shop.StatusCreated {
+			if at := time.Duration(o.CreatedAt-o.ReservedAt) * time.Millisecond; at < cfg.StaleAfter {
+				t.Errorf("order created %v after its reservation, before it was stale (%v)", at, cfg.StaleAfter)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order %s still %s 10s after its reservation: the sweeper did not queue it", id, o.Status)
+		}
+	}
+	if it, err := store.Item(ctx, demoItem); err != nil || it.Sold != 1 || it.Created != 1 {
+		t.Errorf("item: %+v (%v), want sold 1, created 1", it, err)
+	}
+	if stale, err := store.Stale(ctx, demoItem, 0, 10); err != nil || len(stale) != 0 {
+		t.Errorf("stale orders after the sweep: %v (%v), want none", stale, err)
+	}
+}

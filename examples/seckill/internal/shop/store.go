@@ -163,18 +163,21 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 
 // keys of one purchase.
 type keys struct {
-	item, buyers, itemOrders, order, userOrders string
+	item, buyers, itemOrders, order, userOrders, pending string
 }
 
 func itemKey(item string) string       { return "seckill:item:{" + item + "}" }
 func buyersKey(item string) string     { return itemKey(item) + ":buyers" }
 func itemOrdersKey(item string) string { return itemKey(item) + ":orders" }
+func pendingKey(item string) string    { return itemKey(item) + ":pending" }
 func orderKey(order string) string     { return "seckill:order:" + order }
 func userOrdersKey(user string) string { return "seckill:user:" + user + ":orders" }
 func purchaseKeys(item, user, order string) keys {
-	return keys{itemKey(item), buyersKey(item), itemOrdersKey(item), orderKey(order), userOrdersKey(user)}
+	return keys{itemKey(item), buyersKey(item), itemOrdersKey(item), orderKey(order), userOrdersKey(user), pendingKey(item)}
 }
-func (k keys) list() []string { return []string{k.item, k.buyers, k.itemOrders, k.order, k.userOrders} }
+func (k keys) list() []string {
+	return []string{k.item, k.buyers, k.itemOrders, k.order, k.userOrders, k.pending}
+}
 
 // newOrderID returns "<item>-<16 random hex digits>".
 func newOrderID(item string) string {
@@ -217,7 +220,7 @@ func (s *Store) Seed(ctx context.Context, item string, stock int64) error {
 			p.LRem(ctx, userOrdersKey(o.User), 0, o.ID)
 			p.Del(ctx, orderKey(o.ID))
 		}
-		p.Del(ctx, itemKey(item), buyersKey(item), itemOrdersKey(item))
+		p.Del(ctx, itemKey(item), buyersKey(item), itemOrdersKey(item), pendingKey(item))
 		p.HSet(ctx, itemKey(item), "initial", stock, "stock", stock, "sold", 0, "created", 0)
 		return nil
 	})
@@ -310,7 +313,9 @@ func (s *Store) ReserveUnsafe(ctx context.Context, item, user string, window tim
 		p.HIncrBy(ctx, k.item, "stock", -1)
 		p.HIncrBy(ctx, k.item, "sold", 1)
 		p.HSet(ctx, k.buyers, user, id)
-		p.HSet(ctx, k.order, "item", item, "user", user, "status", string(StatusPending), "reserved_at", s.nowMS())
+		now := s.now().UnixMilli()
+		p.HSet(ctx, k.order, "item", item, "user", user, "status", string(StatusPending), "reserved_at", now)
+		p.ZAdd(ctx, k.pending, redis.Z{Score: float64(now), Member: id})
 		p.RPush(ctx, k.itemOrders, id)
 		p.RPush(ctx, k.userOrders, id)
 		return nil
@@ -352,7 +357,7 @@ func (s *Store) Create(ctx context.Context, item, orderID string) (res CreateRes
 	}
 	ctx, sp := s.span(ctx, "shop.Create", item)
 	defer func() { end(sp, err) }()
-	n, err := scriptCreate.Run(ctx, s.rdb, []string{orderKey(orderID), itemKey(item)}, s.nowMS()).Int64()
+	n, err := scriptCreate.Run(ctx, s.rdb, []string{orderKey(orderID), itemKey(item), pendingKey(item)}, s.nowMS(), orderID).Int64()
 	switch {
 	case err != nil:
 		return 0, err
@@ -430,6 +435,46 @@ func (s *Store) ItemOrders(ctx context.Context, item string) ([]Order, error) {
 		return nil, fmt.Errorf("%w: %q", ErrNoItem, item)
 	}
 	return s.orders(ctx, ids.Val())
+}
+
+// Stale returns up to max of item's orders still pending olderThan after
+// their reservation, oldest first: reservations whose buy ended before
+// their order:create task was queued (its process died, or Redis failed
+// both the enqueue and its undo), for a sweeper to queue.
+func (s *Store) Stale(ctx context.Context, item string, olderThan time.Duration, max int64) ([]Order, error) {
+	if err := checkIDs(item); err != nil {
+		return nil, err
+	}
+	upTo := strconv.FormatInt(s.now().Add(-olderThan).UnixMilli(), 10)
+	ids, err := s.rdb.ZRangeByScore(ctx, pendingKey(item), &redis.ZRangeBy{Min: "-inf", Max: upTo, Count: max}).Result()
+	if err != nil {
+		return nil, err
+	}
+	os, err := s.orders(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	pending, done := os[:0], map[string]bool{}
+	for _, id := range ids {
+		done[id] = true
+	}
+	for _, o := range os {
+		if o.Status == StatusPending {
+			pending = append(pending, o)
+			delete(done, o.ID)
+		}
+	}
+	if len(done) > 0 {
+		// Orders created or gone meanwhile: not pending any more.
+		gone := make([]any, 0, len(done))
+		for id := range done {
+			gone = append(gone, id)
+		}
+		if err := s.rdb.ZRem(ctx, pendingKey(item), gone...).Err(); err != nil {
+			return nil, err
+		}
+	}
+	return pending, nil
 }
 
 // UserOrders returns a buyer's orders, oldest first.

@@ -261,3 +261,42 @@ func TestReserveReplayed(t *testing.T) {
 		t.Fatalf("a second buy: %v, want already bought (%s)", err, id)
 	}
 }
+
+// TestStaleListsPendingOrders: Stale lists the orders still pending past
+// the age given, and not those created, undone or reset.
+func TestStaleListsPendingOrders(t *testing.T) {
+	backends(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		if err := s.Seed(ctx, "1", 5); err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]string{}
+		for _, u := range []string{"alice", "bob", "carol"} {
+			id, err := s.Reserve(ctx, "1", u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[u] = id
+		}
+		if _, err := s.Create(ctx, "1", ids["bob"]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Cancel(ctx, "1", "carol", ids["carol"]); err != nil {
+			t.Fatal(err)
+		}
+		if os, err := s.Stale(ctx, "1", time.Hour, 10); err != nil || len(os) != 0 {
+			t.Fatalf("Stale(1h) = %v, %v; want none (every reservation is newer)", os, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		os, err := s.Stale(ctx, "1", time.Millisecond, 10)
+		if err != nil || len(os) != 1 || os[0].ID != ids["alice"] || os[0].User != "alice" {
+			t.Fatalf("Stale(1ms) = %v, %v; want alice's order %s alone", os, err, ids["alice"])
+		}
+		if err := s.Seed(ctx, "1", 5); err != nil {
+			t.Fatal(err)
+		}
+		if os, err := s.Stale(ctx, "1", 0, 10); err != nil || len(os) != 0 {
+			t.Fatalf("Stale after a reset = %v, %v; want none", os, err)
+		}
+	})
+}

@@ -7,6 +7,7 @@
 -- KEYS[3]  the item's order list
 -- KEYS[4]  the order's hash
 -- KEYS[5]  the buyer's order list
+-- KEYS[6]  the item's pending orders (zset)
 -- ARGV[1]  user id
 -- ARGV[2]  order id
 --
@@ -22,5 +23,6 @@ if redis.call('hget', KEYS[2], ARGV[1]) == ARGV[2] then
 end
 redis.call('lrem', KEYS[3], 0, ARGV[2])
 redis.call('lrem', KEYS[5], 0, ARGV[2])
+redis.call('zrem', KEYS[6], ARGV[2])
 redis.call('del', KEYS[4])
 return 1

@@ -7,6 +7,7 @@
 -- KEYS[3]  the item's order list (order ids, in reservation order)
 -- KEYS[4]  the new order's hash
 -- KEYS[5]  the buyer's order list
+-- KEYS[6]  the item's pending orders: zset order id -> reserved at (ms)
 -- ARGV[1]  user id
 -- ARGV[2]  new order id
 -- ARGV[3]  item id
@@ -40,6 +41,7 @@ redis.call('hincrby', KEYS[1], 'stock', -1)
 redis.call('hincrby', KEYS[1], 'sold', 1)
 redis.call('hset', KEYS[2], ARGV[1], ARGV[2])
 redis.call('hset', KEYS[4], 'item', ARGV[3], 'user', ARGV[1], 'status', 'pending', 'reserved_at', ARGV[4])
+redis.call('zadd', KEYS[6], ARGV[4], ARGV[2])
 redis.call('rpush', KEYS[3], ARGV[2])
 redis.call('rpush', KEYS[5], ARGV[2])
 return {1, ARGV[2]}
