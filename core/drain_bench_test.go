@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core"
 )
 
 // BenchmarkDrain times one handoff after another in one process: a Client
@@ -105,4 +108,68 @@ func scriptTimes(b testing.TB, rdb *redis.Client) (calls int64, script, inner fl
 		}
 	}
 	return calls, script, inner
+}
+
+// BenchmarkGrantAfterIdle is one handoff at a time with Redis idle in
+// between: a Client holds a lock, another Client's waiter is blocked in
+// Lock for 20ms, and the holder releases (the release script grants the
+// lock to the waiter). It reports how long that script ran in Redis
+// (SLOWLOG, p50) beside the Unlock call (p50): with BenchmarkDrain's
+// script-µs/call, which runs the same script back to back, it shows what
+// an idle server costs a handoff.
+func BenchmarkGrantAfterIdle(b *testing.B) {
+	srv, rdb := single(b)
+	holder, waiting := newLocks(b, srv.NewClient(b)), newLocks(b, srv.NewClient(b))
+	ctx := context.Background()
+	if err := rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rdb.ConfigSet(context.Background(), "slowlog-log-slower-than", "10000") })
+	var scripts, unlocks []time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		held, err := holder.Mutex("idle").Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := make(chan *core.Lease, 1)
+		go func() {
+			w, err := waiting.Mutex("idle").Lock(ctx)
+			if err != nil {
+				b.Error(err)
+			}
+			got <- w
+		}()
+		time.Sleep(20 * time.Millisecond)
+		if err := rdb.SlowLogReset(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		if err := held.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		unlocks = append(unlocks, time.Since(t0))
+		b.StopTimer()
+		w := <-got
+		if w == nil {
+			b.FailNow()
+		}
+		entries, err := rdb.SlowLogGet(ctx, 64).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range entries {
+			if len(e.Args) > 0 && strings.EqualFold(e.Args[0], "evalsha") {
+				scripts = append(scripts, e.Duration) // the release: the only script in the window
+			}
+		}
+		_ = w.Unlock(ctx)
+	}
+	slices.Sort(scripts)
+	slices.Sort(unlocks)
+	if len(scripts) > 0 {
+		b.ReportMetric(float64(scripts[len(scripts)/2].Microseconds()), "script-µs-p50")
+	}
+	b.ReportMetric(float64(unlocks[len(unlocks)/2].Microseconds()), "unlock-µs-p50")
 }
