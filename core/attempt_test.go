@@ -132,6 +132,7 @@ func TestReplayedSemaphoreAcquireTakesPermitsOnce(t *testing.T) {
 }
 
 func TestFailedLockLeavesNoOrphan(t *testing.T) {
+	t.Parallel() // long and mostly waiting (see helpers_test.go)
 	srv, direct := single(t)
 	p := redistestProxy(t, srv.Addr())
 	rdb := retryingProxyClient(t, p.Addr(), 200*time.Millisecond)
@@ -230,6 +231,7 @@ func TestSubMillisecondLeaseTimeIsRejected(t *testing.T) {
 }
 
 func TestContextEndingDuringRetryKeepsErrLocked(t *testing.T) {
+	t.Parallel() // long and mostly waiting (see helpers_test.go)
 	srv, direct := single(t)
 	holder := newLocks(t, direct)
 	held := mustLock(t, holder.Mutex("busy"), context.Background())

@@ -19,6 +19,7 @@ func extendKinds() []holdKind {
 // Extend lengthens a fixed lease in place: same token, held past its first
 // LeaseTime, its context cancelled at the new deadline instead.
 func TestExtendLengthensAFixedLease(t *testing.T) {
+	t.Parallel() // long and mostly waiting (see helpers_test.go)
 	for _, k := range extendKinds() {
 		t.Run(k.name, func(t *testing.T) {
 			_, rdb := single(t)

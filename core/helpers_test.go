@@ -13,6 +13,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The engine's tests run one after another, each on redis-servers of its
+// own, except a few long ones that spend their time waiting (a Sentinel
+// deployment's failovers, partitions, leases running out): those call
+// t.Parallel() and run together once the others are done, two at a time
+// (go test's -parallel, GOMAXPROCS by default). They change no package
+// state (SetMaxOutageWait and the like stay in sequential tests).
+
 // newLocks returns a core.Client on rdb, closed when the test ends.
 func newLocks(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
 	t.Helper()

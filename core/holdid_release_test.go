@@ -131,6 +131,7 @@ func TestFixedLeaseReentryEndsWithItsLease(t *testing.T) {
 // its lease ended no later than Redis drops the hold: the local safety
 // deadline follows the shorter lease Redis now keeps.
 func TestFixedLeaseReentryIsToldBeforeRedisDropsIt(t *testing.T) {
+	t.Parallel() // long and mostly waiting (see helpers_test.go)
 	for _, k := range holdKinds() {
 		t.Run(k.name, func(t *testing.T) {
 			_, rdb := single(t)

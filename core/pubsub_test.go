@@ -252,6 +252,7 @@ func TestWaiterWithStuckPubSubStillSeesRelease(t *testing.T) {
 // renews its place in line, and finds a grant it missed, every few
 // seconds.)
 func TestWaiterRecoversFromSilentPubSubPartition(t *testing.T) {
+	t.Parallel() // long and mostly waiting (see helpers_test.go)
 	srv := redistest.NewServer(t)
 	direct := srv.NewClient(t)
 	proxy := redistest.NewProxy(t, srv.Addr())

@@ -81,6 +81,7 @@ func held(nodes []*redlockNode, name string) int {
 }
 
 func TestRedLock(t *testing.T) {
+	t.Parallel() // long and mostly waiting (see helpers_test.go)
 	nodes := redlockNodes(t, 5)
 	clients := clientsOf(nodes)
 	ctx := ctxTimeout(t, 60*time.Second)

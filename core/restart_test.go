@@ -53,6 +53,7 @@ func TestHolderNoticesEmptyRestart(t *testing.T) {
 // the resend window (release_retry.go), sends nothing to watch for
 // restarts.
 func TestIdleClientDoesNotProbeForRestarts(t *testing.T) {
+	t.Parallel() // long and mostly waiting (see helpers_test.go)
 	_, rdb := single(t)
 	c := newLocks(t, rdb)
 	ctx := context.Background()

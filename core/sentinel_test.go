@@ -20,6 +20,7 @@ import (
 // checks what a user of a failover client is promised (KINDS.md,
 // Deployments).
 func TestSentinel(t *testing.T) {
+	t.Parallel() // long and mostly waiting (see helpers_test.go)
 	d := redistest.NewSentinel(t, 2)
 	t.Run("PlannedFailoverWakesWaiters", func(t *testing.T) { sentinelWakesWaiters(t, d) })
 	t.Run("ReleaseLostInTheSwitchIsSentAgain", func(t *testing.T) { sentinelLostRelease(t, d) })
