@@ -196,22 +196,48 @@ func waitBlocked(b testing.TB, obs *waitSignal, rdb *redis.Client, name string, 
 	}
 }
 
-// commandCalls sums INFO commandstats calls of the named commands.
-func commandCalls(b testing.TB, rdb *redis.Client, names ...string) int64 {
+// commandStat is one command's line of INFO commandstats.
+type commandStat struct {
+	calls int64
+	usec  float64
+}
+
+// commandStats reads INFO commandstats, by command name ("evalsha",
+// "config|resetstat").
+func commandStats(b testing.TB, rdb *redis.Client) map[string]commandStat {
 	b.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		for _, name := range names {
-			prefix := "cmdstat_" + name + ":calls="
-			if strings.HasPrefix(line, prefix) {
-				v, _ := strconv.ParseInt(strings.SplitN(line[len(prefix):], ",", 2)[0], 10, 64)
-				n += v
+	stats := map[string]commandStat{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var st commandStat
+		for kv := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				st.calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				st.usec, _ = strconv.ParseFloat(v, 64)
 			}
 		}
+		stats[strings.TrimPrefix(name, "cmdstat_")] = st
+	}
+	return stats
+}
+
+// commandCalls sums INFO commandstats calls of the named commands.
+func commandCalls(b testing.TB, rdb *redis.Client, names ...string) int64 {
+	b.Helper()
+	stats := commandStats(b, rdb)
+	var n int64
+	for _, name := range names {
+		n += stats[name].calls
 	}
 	return n
 }

@@ -3,7 +3,6 @@ package core_test
 import (
 	"context"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -79,32 +78,13 @@ func BenchmarkDrain(b *testing.B) {
 // ones, and the few the benchmark sent itself), in µs.
 func scriptTimes(b testing.TB, rdb *redis.Client) (calls int64, script, inner float64) {
 	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		name, stats, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		var n int64
-		var us float64
-		for kv := range strings.SplitSeq(stats, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				n, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				us, _ = strconv.ParseFloat(v, 64)
-			}
-		}
+	for name, st := range commandStats(b, rdb) {
 		switch name {
 		case "evalsha", "eval":
-			calls, script = calls+n, script+us
+			calls, script = calls+st.calls, script+st.usec
 		case "info", "config|resetstat", "llen":
 		default:
-			inner += us
+			inner += st.usec
 		}
 	}
 	return calls, script, inner
