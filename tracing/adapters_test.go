@@ -40,6 +40,7 @@ var propagator = propagation.TraceContext{}
 // handler span under the server span.
 func checkOneTrace(t *testing.T, h *harness, client trace.SpanContext, serverKind trace.SpanKind, handler, template string) {
 	t.Helper()
+	h.awaitKind(serverKind)
 	var server sdktrace.ReadOnlySpan
 	for _, s := range h.spans.Ended() {
 		if s.SpanContext().TraceID() != client.TraceID() {
@@ -156,6 +157,7 @@ func TestGRPCCallIsOneTrace(t *testing.T) {
 	}
 	client.End()
 	// otelgrpc's client span sits between "client" and the server span.
+	h.awaitKind(trace.SpanKindClient)
 	var rpcClient trace.SpanContext
 	for _, s := range h.spans.Ended() {
 		if s.SpanKind() == trace.SpanKindClient {
