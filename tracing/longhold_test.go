@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/keylock/keylock/core"
 )
@@ -20,8 +21,15 @@ func TestLongHoldEventAndMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "keylock.long_holds counts the hold", func() bool {
-		return h.sum("keylock.long_holds", attribute.String("keylock.lock.template", "orders:{id}")) == 1
+	live, ok := root.(sdktrace.ReadOnlySpan)
+	if !ok {
+		t.Fatalf("the root span is a %T, want an SDK span", root)
+	}
+	// The observer counts the hold before it adds the event: wait for both
+	// before ending the span.
+	eventually(t, "keylock.long_holds to count the hold and the span to carry its event", func() bool {
+		return h.sum("keylock.long_holds", attribute.String("keylock.lock.template", "orders:{id}")) == 1 &&
+			len(events(live, "keylock.long_hold")) == 1
 	})
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
