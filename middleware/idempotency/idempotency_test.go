@@ -323,7 +323,8 @@ func TestServerErrorAndPanicStoreNothing(t *testing.T) {
 // With WithWait a duplicate waits for the first request and gets its
 // answer instead of 409.
 func TestWaitingDuplicateGetsTheAnswer(t *testing.T) {
-	e := newEnv(t)
+	w := &waits{names: make(chan string, 16)}
+	e := newEnv(t, core.WithObserver(w))
 	g := newGated()
 	ts := serveOrders(t, e, g, idempotency.WithWait(10*time.Second))
 	first := make(chan reply, 1)
@@ -331,7 +332,7 @@ func TestWaitingDuplicateGetsTheAnswer(t *testing.T) {
 	g.waitEntered(t)
 	dup := make(chan reply, 1)
 	go func() { dup <- do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: w") }()
-	time.Sleep(200 * time.Millisecond) // the duplicate waits for the lock
+	w.waitFor(t, "idempotency:orders:u1:w")
 	close(g.gates[0])
 	f, r := <-first, <-dup
 	if f.status != http.StatusOK || r.status != http.StatusOK || r.body != "run 0" || f.body != "run 0" || !r.replayed() {
