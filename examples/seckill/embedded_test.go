@@ -89,11 +89,14 @@ func TestLockKindsOnEmbeddedRedis(t *testing.T) {
 			}
 			// (With 2s leases a wake-up cannot be told from a TTL retry
 			// here; TestWakeUpOnEmbeddedRedis checks the wake-up itself.)
-			// A fixed lease expires on the server's TTL clock.
-			if _, err := k.make(name).TryLock(ctx, core.LeaseTime(200*time.Millisecond)); err != nil {
+			// A fixed lease expires on the server's TTL clock. It is as long
+			// as the watchdog's: a RedLock gives each node a third of the
+			// lease to answer, 667ms here.
+			const fixed = 2 * time.Second
+			if _, err := k.make(name).TryLock(ctx, core.LeaseTime(fixed)); err != nil {
 				t.Fatalf("TryLock with LeaseTime: %v", err)
 			}
-			time.Sleep(400 * time.Millisecond)
+			time.Sleep(fixed + 200*time.Millisecond)
 			again, err := k.make(name).TryLock(ctx)
 			if err != nil {
 				t.Fatalf("TryLock after the fixed lease ran out: %v, want the lock", err)
