@@ -48,7 +48,8 @@ func loseAnswer(context.Context) error { return io.ErrUnexpectedEOF }
 // saleFixture is a sale of a seeded item (stock 1) on a real redis-server:
 // its store and its queue each have a client of their own, whose first
 // script call the test can tamper with (storeHook, queueHook), and a
-// direct client reads the outcome back.
+// direct client reads the outcome back. Its steps have the app's budget
+// (stepTimeout) unless a test sets sale.timeout.
 type saleFixture struct {
 	sale                 *sale
 	storeHook, queueHook *afterScript
@@ -74,7 +75,7 @@ func saleOn(t *testing.T) *saleFixture {
 	queue := asynq.NewClientFromRedisClient(qdb)
 	t.Cleanup(func() { queue.Close() })
 	f.sale = &sale{store: shop.New(sdb), queue: queue, tracer: noop.NewTracerProvider().Tracer(""),
-		metrics: newAppMetrics(metricnoop.NewMeterProvider()), timeout: 300 * time.Millisecond}
+		metrics: newAppMetrics(metricnoop.NewMeterProvider())}
 	return f
 }
 
@@ -95,6 +96,9 @@ func (f *saleFixture) wantUnsold(t *testing.T) {
 // and the buy succeeds: no unit is sold without its order:create task.
 func TestBuyQueuesAReservationMadeLate(t *testing.T) {
 	f := saleOn(t)
+	// A budget short enough to wait out, long enough for the queue step's
+	// round trip on a loaded machine.
+	f.sale.timeout = time.Second
 	f.storeHook.f = func(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
