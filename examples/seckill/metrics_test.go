@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keylock/keylock/examples/seckill/internal/loadgen"
 )
@@ -22,19 +23,32 @@ func TestMetricsAfterLoad(t *testing.T) {
 		t.Fatalf("load run failed its checks: %+v", r.Checks)
 	}
 
-	resp, err := http.Get("http://" + a.HTTP + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	scrape := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + a.HTTP + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+			t.Fatalf("GET /metrics: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+		}
+		return string(body)
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
+	// The worker counts an order after writing it, and the load's drain
+	// waited for the writes only: scrape until the count has caught up (the
+	// checks below say what is missing if it does not).
+	var text string
+	created := regexp.MustCompile(`seckill_orders_created_total\{.*\} 20\b`)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if text = scrape(); created.MatchString(text) || time.Now().After(deadline) {
+			break
+		}
 	}
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
-		t.Fatalf("GET /metrics: %s %s", resp.Status, resp.Header.Get("Content-Type"))
-	}
-	text := string(body)
 	for _, want := range []string{
 		// keylock's histograms and counters (package tracing)
 		`# TYPE keylock_acquire_duration_seconds histogram`,
