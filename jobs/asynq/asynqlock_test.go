@@ -377,7 +377,8 @@ func TestWatchdogKeepsLongTaskLocked(t *testing.T) {
 // OnBusyWait waits for the holder: a release within the wait lets the task
 // in; a holder that stays past it gives a BusyError (a retry).
 func TestBusyWait(t *testing.T) {
-	e := newEnv(t)
+	w := &waits{names: make(chan string, 16)}
+	e := newEnv(t, core.WithObserver(w))
 	var calls atomic.Int32
 	h := asynqlock.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		calls.Add(1)
@@ -386,11 +387,11 @@ func TestBusyWait(t *testing.T) {
 	task := asynq.NewTask("order:pay", []byte(`{"order_id": 5}`))
 
 	release := e.hold(t, "order:5")
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		release()
-	}()
-	if err := h.ProcessTask(context.Background(), task); err != nil || calls.Load() != 1 {
+	processed := make(chan error, 1)
+	go func() { processed <- h.ProcessTask(context.Background(), task) }()
+	w.waitFor(t, "order:5")
+	release()
+	if err := <-processed; err != nil || calls.Load() != 1 {
 		t.Errorf("holder gone within the wait: got %v and %d calls, want nil and 1", err, calls.Load())
 	}
 
