@@ -93,8 +93,8 @@ func identified(t *testing.T, rdb redis.UniversalClient) *core.Client {
 const readable = "orders-api on host-7, pid 4312"
 
 // scenario is the CLI's end-to-end check: a held lock shows up in show and ls
-// with its readable owner and TTL; force-unlock frees it and a process
-// blocked in Lock gets it within 500ms.
+// with its readable owner and TTL; force-unlock frees it and wakes a process
+// blocked in Lock, which gets it within seconds (not at the holder's TTL).
 func scenario(t *testing.T, redisArg string, rdb func() redis.UniversalClient) {
 	holder := identified(t, rdb())
 	waiter := newClient(t, rdb())
@@ -185,7 +185,7 @@ func scenario(t *testing.T, redisArg string, rdb func() redis.UniversalClient) {
 		t.Errorf("ls of no match: exit %d, %q; want 0 and []", code, out)
 	}
 
-	// force-unlock frees it; the blocked waiter holds it within 500ms.
+	// force-unlock frees it; the blocked waiter is woken and holds it.
 	out, stderr, code = cli(t, "-redis", redisArg, "force-unlock", "orders:42")
 	unlocked := time.Now()
 	if code != 0 {
@@ -197,9 +197,11 @@ func scenario(t *testing.T, redisArg string, rdb func() redis.UniversalClient) {
 	select {
 	case at := <-got:
 		// The CLI process returned after Redis had woken the waiter, so
-		// this can even be negative.
-		if d := at.Sub(unlocked); d > 500*time.Millisecond {
-			t.Errorf("the waiter got the lock %s after force-unlock returned, want within 500ms", d)
+		// this can even be negative. Without the wake-up the waiter would
+		// try again at the holder's TTL, tens of seconds away; the bound
+		// leaves room for a starved process.
+		if d := at.Sub(unlocked); d > 3*time.Second {
+			t.Errorf("the waiter got the lock %s after force-unlock returned, want within 3s (woken, not at the holder's TTL)", d)
 		} else {
 			t.Logf("the waiter got the lock %s after force-unlock returned", d)
 		}
@@ -349,20 +351,22 @@ func TestCLILsOlderThan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = old.Unlock(ctx) }()
-	time.Sleep(400 * time.Millisecond)
+	// young stays younger than the threshold for as long as the CLI takes
+	// to start and ask: the threshold is the margin.
+	time.Sleep(1200 * time.Millisecond)
 	young, err := c.Semaphore("jobs:young", 2).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = young.Unlock(ctx) }()
 
-	out, stderr, code := cli(t, "-redis", srv.Addr(), "-json", "ls", "-older-than", "300ms", "jobs:*")
+	out, stderr, code := cli(t, "-redis", srv.Addr(), "-json", "ls", "-older-than", "1s", "jobs:*")
 	var list []lockJSON
 	if err := json.Unmarshal([]byte(out), &list); code != exitOK || err != nil {
 		t.Fatalf("ls -older-than: exit %d, %v: %s%s", code, err, out, stderr)
 	}
 	if len(list) != 1 || list[0].Name != "jobs:old" {
-		t.Fatalf("ls -older-than 300ms = %+v, want jobs:old only", list)
+		t.Fatalf("ls -older-than 1s = %+v, want jobs:old only", list)
 	}
 	out, _, code = cli(t, "-redis", srv.Addr(), "ls", "-older-than", "1h")
 	if code != exitOK || strings.Contains(out, "jobs:") {
