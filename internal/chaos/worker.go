@@ -282,11 +282,13 @@ func (w *worker) once(ctx context.Context, i int, l loop, rng *rand.Rand) (pause
 		return time.Duration(20+rng.IntN(80)) * time.Millisecond
 	}
 	// Dead on arrival: the lease's context was already cancelled — unless
-	// what cancelled it is the caller's own context, whose deadline passed
-	// after Lock's last look at it (a lease derives from the caller's
-	// context; Lock cannot return before it checks, and the deadline can
-	// fall in between). That lease is held, not lost; its holder was told.
-	acq.DOA = lease.Context().Err() != nil && !(lockCtx.Err() != nil && context.Cause(lease.Context()) == lockCtx.Err())
+	// what cancelled it is the caller's own context, which ended after
+	// Lock's last look at it (its deadline passed, or the run's end
+	// cancelled it: a lease derives from the caller's context, Lock cannot
+	// return before it checks, and the end can fall in between; the lease
+	// then carries the same cause). That lease is held, not lost; its
+	// holder was told.
+	acq.DOA = lease.Context().Err() != nil && !(lockCtx.Err() != nil && context.Cause(lease.Context()) == context.Cause(lockCtx))
 	acq.Seq = w.seq.Add(1)
 	acq.Token = lease.Token()
 	told := w.track(ctx, lease, acq.Seq)
@@ -390,7 +392,9 @@ func (w *worker) reenter(ctx context.Context, l loop, parent *core.Lease, parent
 		_ = w.log.Write(acq)
 		return
 	}
-	acq.DOA = lease.Context().Err() != nil
+	// As above, but only the run's end is the caller's: a parent lease lost
+	// just before the re-entry returned still counts.
+	acq.DOA = lease.Context().Err() != nil && !(ctx.Err() != nil && context.Cause(lease.Context()) == context.Cause(ctx))
 	acq.Seq = w.seq.Add(1)
 	acq.Token = lease.Token()
 	told := w.track(ctx, lease, acq.Seq)
