@@ -159,7 +159,8 @@ func Run(t Target, conns int, d time.Duration) ([]time.Duration, error) {
 }
 
 // loop warms op up, says it is ready, and once the gate opens runs op
-// until the end time.
+// until the end time — at least once, so that a worker first scheduled
+// after the end (a loaded machine) still reports a latency.
 func loop(op func() error, ready *sync.WaitGroup, gate <-chan struct{}, end *time.Time) ([]time.Duration, error) {
 	var err error
 	for range Warmup {
@@ -175,7 +176,7 @@ func loop(op func() error, ready *sync.WaitGroup, gate <-chan struct{}, end *tim
 	lat := make([]time.Duration, 0, 4096)
 	for {
 		t0 := time.Now()
-		if t0.After(*end) {
+		if len(lat) > 0 && t0.After(*end) {
 			return lat, nil
 		}
 		if err := op(); err != nil {
