@@ -92,6 +92,9 @@ func checkReport(t *testing.T, rep *Report) {
 				h.Kind.Label(), h.N, cfg.Handoffs, h.P50, h.P99, h.Max, h.CallP50, h.Scripts)
 		}
 	}
+	if q := rep.QuietPing; len(rep.Handoff) > 0 && (q.N != min(cfg.Handoffs, 200) || q.P50 <= 0 || q.P50 > q.P99 || q.BusyP50 <= 0) {
+		t.Errorf("the quiet PING baseline: %+v: want %d round trips, p50 ≤ p99, all positive", q, min(cfg.Handoffs, 200))
+	}
 	if want := len(cfg.kinds(coreLockKinds)); len(rep.Herd) != want {
 		t.Errorf("many-waiter runs: got %d, want %d", len(rep.Herd), want)
 	}

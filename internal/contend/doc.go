@@ -81,6 +81,11 @@
 // reported a Wait event (core.Observer) and then been quiet for Settle, A
 // unlocks. Timed from A's Unlock returning (and from A calling it) to B's
 // Lock returning, over Handoffs handoffs (default 1000) per core kind.
+// Beside them, the machine's floor: a PING's round trip from a client of
+// its own after Settle of quiet (up to 200 times), and back to back. A
+// handoff after a quiet spell wakes an idle Redis and an idle process
+// whatever the lock; on a VM whose idle CPUs are slow to wake, that alone
+// costs several times a busy round trip.
 //
 // # Uncontended
 //

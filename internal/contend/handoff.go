@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Handoff is one kind's handoff latency between two processes: A holds,
@@ -110,4 +112,54 @@ func handoffOf(ctx context.Context, cfg Config, stats *statsReader, a, b *proc, 
 	h.Scripts, h.Publishes = float64(scripts)/float64(h.N), float64(publishes)/float64(h.N)
 	h.Load[1] = loadAverage()
 	return h, nil
+}
+
+// QuietPing is a PING's round trip after a quiet spell (see Report).
+type QuietPing struct {
+	N int
+	// P50 and P99 after cfg.Settle of quiet; BusyP50 back to back.
+	P50, P99, BusyP50 time.Duration
+}
+
+// quietPing times PINGs from a client of its own, each after cfg.Settle
+// without a command (what a handoff's waiter and, between handoffs, Redis
+// go through), and as many back to back: on a VM whose idle CPUs are slow
+// to wake, the difference is a cost every handoff pays, keylock or not.
+func quietPing(ctx context.Context, cfg Config) (QuietPing, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addr})
+	defer rdb.Close()
+	n := min(cfg.Handoffs, 200)
+	time1 := func() (time.Duration, error) {
+		t0 := time.Now()
+		err := rdb.Ping(ctx).Err()
+		return time.Since(t0), err
+	}
+	if _, err := time1(); err != nil { // the connection
+		return QuietPing{}, err
+	}
+	quiet, busy := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	for range n {
+		t := time.NewTimer(cfg.Settle)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return QuietPing{}, ctx.Err()
+		case <-t.C:
+		}
+		d, err := time1()
+		if err != nil {
+			return QuietPing{}, err
+		}
+		quiet = append(quiet, d)
+	}
+	for range n {
+		d, err := time1()
+		if err != nil {
+			return QuietPing{}, err
+		}
+		busy = append(busy, d)
+	}
+	slices.Sort(quiet)
+	slices.Sort(busy)
+	return QuietPing{N: n, P50: percentile(quiet, 50), P99: percentile(quiet, 99), BusyP50: percentile(busy, 50)}, nil
 }

@@ -23,7 +23,11 @@ type Report struct {
 	Semaphore  []Throughput
 	RW         []Throughput
 	Handoff    []Handoff
-	Herd       []Herd
+	// QuietPing is the floor under the handoff times on this machine: a
+	// PING's round trip after the client and Redis were quiet as long as
+	// a handoff's waiter was (set when Handoff is).
+	QuietPing QuietPing
+	Herd      []Herd
 }
 
 // Run runs the contended, semaphore, read-write, handoff and many-waiters
@@ -49,6 +53,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if rep.Handoff, err = runHandoff(ctx, cfg, stats); err != nil {
 		return rep, err
+	}
+	if len(rep.Handoff) > 0 {
+		if rep.QuietPing, err = quietPing(ctx, cfg); err != nil {
+			return rep, err
+		}
 	}
 	if rep.Herd, err = runHerd(ctx, cfg, stats); err != nil {
 		return rep, err
@@ -148,6 +157,9 @@ func (r *Report) Write(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %d | %s / %s / %s | %s / %s | %.2f / %.2f | %s→%s |\n", h.Kind.Label(), h.N,
 				ms(h.P50), ms(h.P99), ms(h.Max), ms(h.CallP50), ms(h.CallP99), h.Scripts, h.Publishes, h.Load[0], h.Load[1])
 		}
+		q := r.QuietPing
+		fmt.Fprintf(w, "\nthe machine's floor: a PING after %v of quiet, %d times: round trip p50 %s / p99 %s (back to back: p50 %s)\n",
+			c.Settle, q.N, ms(q.P50), ms(q.P99), ms(q.BusyP50))
 		fmt.Fprintln(w)
 	}
 	if len(r.Herd) > 0 {
