@@ -1,6 +1,7 @@
-// Package locktest is what the HTTP adapters' tests share: a real
-// redis-server with a go-redis client and a core.Client on it, and a real
-// net/http server on a loopback port.
+// Package locktest is what the adapters' tests share: a real redis-server
+// with a go-redis client and a core.Client on it, a real net/http server
+// on a loopback port, and an observer that tells a test when a caller
+// started waiting for a lock (Waits).
 package locktest
 
 import (

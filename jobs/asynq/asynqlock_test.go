@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/internal/locktest"
 	"github.com/keylock/keylock/internal/redistest"
 	asynqlock "github.com/keylock/keylock/jobs/asynq"
 )
@@ -377,7 +378,7 @@ func TestWatchdogKeepsLongTaskLocked(t *testing.T) {
 // OnBusyWait waits for the holder: a release within the wait lets the task
 // in; a holder that stays past it gives a BusyError (a retry).
 func TestBusyWait(t *testing.T) {
-	w := &waits{names: make(chan string, 16)}
+	w := locktest.NewWaits()
 	e := newEnv(t, core.WithObserver(w))
 	var calls atomic.Int32
 	h := asynqlock.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
@@ -389,7 +390,7 @@ func TestBusyWait(t *testing.T) {
 	release := e.hold(t, "order:5")
 	processed := make(chan error, 1)
 	go func() { processed <- h.ProcessTask(context.Background(), task) }()
-	w.waitFor(t, "order:5")
+	w.WaitFor(t, "order:5")
 	release()
 	if err := <-processed; err != nil || calls.Load() != 1 {
 		t.Errorf("holder gone within the wait: got %v and %d calls, want nil and 1", err, calls.Load())

@@ -70,34 +70,3 @@ func (e *env) hold(t *testing.T, key string) func() {
 		}
 	}
 }
-
-// waits is an observer that tells a test when an acquisition starts
-// waiting for its lock.
-type waits struct {
-	core.NopObserver
-	names chan string // the lock's name, each time a wait begins
-}
-
-func (w *waits) Wait(_ context.Context, e core.WaitEvent) {
-	select {
-	case w.names <- e.Lock.Name:
-	default:
-	}
-}
-
-// waitFor returns once an acquisition of the lock called name has started
-// waiting for it, or fails the test after 10s.
-func (w *waits) waitFor(t *testing.T, name string) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case got := <-w.names:
-			if got == name {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no acquisition of %q started waiting within 10s", name)
-		}
-	}
-}

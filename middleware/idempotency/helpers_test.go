@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -65,37 +64,6 @@ func do(ts *httptest.Server, method, path, body string, header ...string) reply 
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return reply{status: resp.StatusCode, header: resp.Header, body: string(b), err: err}
-}
-
-// waits is an observer that tells a test when an acquisition starts
-// waiting for its lock.
-type waits struct {
-	core.NopObserver
-	names chan string // the lock's name, each time a wait begins
-}
-
-func (w *waits) Wait(_ context.Context, e core.WaitEvent) {
-	select {
-	case w.names <- e.Lock.Name:
-	default:
-	}
-}
-
-// waitFor returns once an acquisition of the lock called name has started
-// waiting for it, or fails the test after 10s.
-func (w *waits) waitFor(t testing.TB, name string) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case got := <-w.names:
-			if got == name {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no acquisition of %q started waiting within 10s", name)
-		}
-	}
 }
 
 // must fails the test on a transport error.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/internal/locktest"
 	"github.com/keylock/keylock/middleware/idempotency"
 )
 
@@ -323,7 +324,7 @@ func TestServerErrorAndPanicStoreNothing(t *testing.T) {
 // With WithWait a duplicate waits for the first request and gets its
 // answer instead of 409.
 func TestWaitingDuplicateGetsTheAnswer(t *testing.T) {
-	w := &waits{names: make(chan string, 16)}
+	w := locktest.NewWaits()
 	e := newEnv(t, core.WithObserver(w))
 	g := newGated()
 	ts := serveOrders(t, e, g, idempotency.WithWait(10*time.Second))
@@ -332,7 +333,7 @@ func TestWaitingDuplicateGetsTheAnswer(t *testing.T) {
 	g.waitEntered(t)
 	dup := make(chan reply, 1)
 	go func() { dup <- do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: w") }()
-	w.waitFor(t, "idempotency:orders:u1:w")
+	w.WaitFor(t, "idempotency:orders:u1:w")
 	close(g.gates[0])
 	f, r := <-first, <-dup
 	if f.status != http.StatusOK || r.status != http.StatusOK || r.body != "run 0" || f.body != "run 0" || !r.replayed() {
