@@ -30,8 +30,7 @@ const replayReadTimeout = time.Second
 
 // scriptLog is a Proxy's record of recent script calls.
 type scriptLog struct {
-	on       atomic.Bool
-	replayed atomic.Int64
+	on atomic.Bool
 
 	mu    sync.Mutex
 	calls []sentScript // oldest first, at most maxScriptLog
@@ -127,7 +126,6 @@ func (p *Proxy) ReplayScripts(within, delay time.Duration) int {
 		if _, err := conn.Write(cmds); err != nil {
 			return
 		}
-		p.scripts.replayed.Add(int64(n))
 		r := bufio.NewReader(conn)
 		for range n {
 			if _, err := readReply(r); err != nil {
@@ -137,6 +135,3 @@ func (p *Proxy) ReplayScripts(within, delay time.Duration) int {
 	}()
 	return n
 }
-
-// Replayed returns how many script calls ReplayScripts has sent.
-func (p *Proxy) Replayed() int64 { return p.scripts.replayed.Load() }
