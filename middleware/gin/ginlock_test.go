@@ -676,7 +676,7 @@ func TestClientGoneWhileWaiting499(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	waiter := make(chan reply, 1)
 	go func() { waiter <- s.do(ctx, http.MethodPost, "/items/1", "") }()
-	obs.waitWaiting(t, "item:1")
+	obs.WaitFor(t, "item:1")
 	cancel() // the waiting client goes away
 	<-waiter
 	select {

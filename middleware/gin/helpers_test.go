@@ -134,15 +134,15 @@ func (g *gate) waitEntered(t testing.TB) string {
 
 func okHandler(c *gin.Context) { c.Status(http.StatusOK) }
 
-// observer tells a test when an acquisition starts waiting, and which
-// labels acquisitions carried.
+// observer tells a test when an acquisition starts waiting (WaitFor), and
+// which labels acquisitions carried.
 type observer struct {
-	waits  chan core.LockInfo
+	*locktest.Waits
 	labels chan string
 }
 
 func newObserver() *observer {
-	return &observer{waits: make(chan core.LockInfo, 64), labels: make(chan string, 64)}
+	return &observer{Waits: locktest.NewWaits(), labels: make(chan string, 64)}
 }
 
 var _ core.Observer = (*observer)(nil)
@@ -153,35 +153,4 @@ func (o *observer) AcquireStart(ctx context.Context, e core.AcquireStartEvent) c
 	default:
 	}
 	return ctx
-}
-
-func (o *observer) Wait(_ context.Context, e core.WaitEvent) {
-	select {
-	case o.waits <- e.Lock:
-	default:
-	}
-}
-
-func (o *observer) AcquireEnd(context.Context, core.AcquireEndEvent) {}
-func (o *observer) Renew(context.Context, core.RenewEvent)           {}
-func (o *observer) ReleaseStart(ctx context.Context, _ core.ReleaseEvent) context.Context {
-	return ctx
-}
-func (o *observer) ReleaseEnd(context.Context, core.ReleaseEvent) {}
-func (o *observer) Lost(context.Context, core.LostEvent)          {}
-
-// waitWaiting returns once an acquisition of name has started waiting.
-func (o *observer) waitWaiting(t testing.TB, name string) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case l := <-o.waits:
-			if l.Name == name {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no acquisition of %q started waiting within 10s", name)
-		}
-	}
 }
