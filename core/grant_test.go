@@ -3,7 +3,6 @@ package core_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,21 +16,7 @@ import (
 // scriptCalls is how many scripts the server has run (INFO commandstats).
 func scriptCalls(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		for _, name := range []string{"evalsha", "eval"} {
-			prefix := "cmdstat_" + name + ":calls="
-			if strings.HasPrefix(line, prefix) {
-				v, _ := strconv.ParseInt(strings.SplitN(line[len(prefix):], ",", 2)[0], 10, 64)
-				n += v
-			}
-		}
-	}
-	return n
+	return commandCalls(t, rdb, "evalsha", "eval")
 }
 
 // waitInLine blocks until obs saw the waiter's second wait (in line and
@@ -130,12 +115,18 @@ func TestFairGrantIsClaimed(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, "keylock:{c}").Val(); ttl > window {
 		t.Errorf("granted hold's TTL %v, want at most the claim window %v", ttl, window)
 	}
+	if !rdb.HExists(ctx, "keylock:{c}", ":g").Val() {
+		t.Error("the granted hold is not marked unclaimed")
+	}
 	time.Sleep(3 * window) // past the claim window: claimed, or lost
 	if err := l.Context().Err(); err != nil {
 		t.Fatalf("the granted lease ended: %v (%v)", err, context.Cause(l.Context()))
 	}
 	if ttl := rdb.PTTL(ctx, "keylock:{c}").Val(); ttl < 4*time.Second {
 		t.Errorf("after the claim the hold's TTL is %v, want about the 6s watchdog lease", ttl)
+	}
+	if rdb.HExists(ctx, "keylock:{c}", ":g").Val() {
+		t.Error("the claimed hold is still marked unclaimed")
 	}
 	mustUnlock(t, l)
 }

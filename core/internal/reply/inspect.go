@@ -35,8 +35,9 @@ type Scored struct {
 }
 
 // Standing is a line member's standing attempt as lib_queue.lua stores it,
-// 'id|lease|tag|kind|since[|owner]'. A field the value lacks (one written
-// by an older client) is zero.
+// 'id|lease|tag|kind|since[|owner]' ('id|lease|tag|kind|since||due' for a
+// Mutex's or FairMutex's waiter due to look again on its own; due is not
+// read). A field the value lacks (one written by an older client) is zero.
 type Standing struct {
 	// Kind is the kind field: 'm' a Mutex's waiter, 'w' or 'r' an RW
 	// lock's writer or reader, 's<n>' a semaphore's asking n permits, ""
@@ -127,8 +128,8 @@ func parseStanding(st string) Standing {
 			out.Since = n
 		}
 	}
-	if len(f) == 6 {
-		out.Owner = f[5]
+	if len(f) == 6 && strings.HasPrefix(out.Kind, "s") {
+		out.Owner = f[5] // a Mutex's or FairMutex's waiter may add '|due'
 	}
 	return out
 }

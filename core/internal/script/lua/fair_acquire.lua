@@ -25,7 +25,7 @@
 -- ARGV[11] the tag of this Client's wake-up channel (KEYS[5] .. tag)
 -- ARGV[12] 'm': a Mutex's waiter; '': a FairMutex's
 --
--- A waiter's standing attempt is 'id|lease|tag|kind|since' (lib_queue.lua): a
+-- A waiter's standing attempt is 'id|lease|tag|kind|since[||due]' (lib_queue.lua): a
 -- watchdog waiter's lease lets a release grant it the lock directly
 -- (fair_release.lua); a fixed-LeaseTime waiter ('id||tag|kind') is woken
 -- to take the lock itself.
@@ -74,6 +74,8 @@ local head = evict_dead(KEYS[2], KEYS[3], KEYS[7], now)
 
 -- The holder's remaining lease (-2: the lock is free), read once.
 local pttl = redis.call('pttl', KEYS[1])
+-- granted: the holder's hold is a grant not yet claimed (lib_hold.lua).
+local granted = false
 if pttl == -2 then
   if (not head) or head == owner then
     if head then
@@ -88,9 +90,13 @@ if pttl == -2 then
   -- Free, but another waiter is first in line: nudge it (it may have missed
   -- the release's wake-up, or become first by an eviction just now).
   wake_waiter(KEYS[7], KEYS[5], head, ARGV[5])
-elseif redis.call('hexists', KEYS[1], owner) == 1 then
-  local left = hold_reenter(KEYS[1], owner, lease, ARGV[8])
-  return attempt_won(KEYS[6], 2, redis.call('hget', KEYS[1], ':token'), ARGV[7], left)
+else
+  local v = redis.call('hmget', KEYS[1], owner, ':g')
+  if v[1] then
+    local left = hold_reenter(KEYS[1], owner, lease, ARGV[8])
+    return attempt_won(KEYS[6], 2, redis.call('hget', KEYS[1], ':token'), ARGV[7], left)
+  end
+  granted = v[2] and pttl >= 0
 end
 
 if ARGV[6] ~= '1' then
@@ -106,7 +112,16 @@ local wl = ''
 if ARGV[8] == '1' then
   wl = ARGV[2]
 end
-redis.call('hset', KEYS[7], owner, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|' .. ARGV[12] .. '|' .. since)
+-- A waiter joining a short line while an unclaimed grant holds the lock
+-- looks again when that grant ends (recheck below), and its standing value
+-- says so: a grant that would tell it the same (notify_head) need not. A
+-- grantee that is gone never claims, so some waiter on another Client must
+-- look again by then; one that lives claims within a third of the window.
+local due = ''
+if granted and redis.call('llen', KEYS[2]) <= notify_reach then
+  due = '||' .. (now + pttl)
+end
+redis.call('hset', KEYS[7], owner, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|' .. ARGV[12] .. '|' .. since .. due)
 -- The line disappears on its own once no waiter renews it.
 redis.call('pexpire', KEYS[2], 2 * wt)
 redis.call('pexpire', KEYS[3], 2 * wt)
@@ -134,5 +149,7 @@ if (not head) or head == owner then
   if pttl < 0 then
     recheck = retry
   end
+elseif due ~= '' then
+  recheck = pttl -- when the unclaimed grant ends
 end
 return {0, retry, now, recheck}

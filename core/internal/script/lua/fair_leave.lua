@@ -16,6 +16,11 @@
 -- last stood in it: another attempt of the same owner that joined or
 -- renewed since (a Lock retrying with a new id) keeps its place.
 --
+-- While the lock is held by a grant not yet claimed (lib_hold.lua), the
+-- waiter leaving may be the one that was to look again when the grant ends
+-- (fair_release.lua): the first waiter in line on another Client than the
+-- grantee's is told to instead (notify_watcher in lib_queue.lua).
+--
 -- Returns 1 when the owner was in line and left it, 0 otherwise.
 local standing = redis.call('hget', KEYS[5], ARGV[1])
 if standing and standing_parse(standing) ~= ARGV[3] then
@@ -28,7 +33,14 @@ if redis.call('zrem', KEYS[3], ARGV[1]) == 0 then
 end
 local first = redis.call('lindex', KEYS[2], 0) == ARGV[1]
 redis.call('lrem', KEYS[2], 0, ARGV[1])
-if first and redis.call('exists', KEYS[1]) == 0 then
+local g = redis.call('hget', KEYS[1], ':g')
+if g then
+  local _, _, tag = standing_parse(standing or '')
+  local pttl = redis.call('pttl', KEYS[1])
+  if tag ~= g and pttl > 0 then
+    notify_watcher(KEYS[2], KEYS[5], KEYS[4], g, pttl, now_ms(), ARGV[2])
+  end
+elseif first and redis.call('exists', KEYS[1]) == 0 then
   wake_next(KEYS[2], KEYS[3], KEYS[5], KEYS[4], ARGV[2])
 end
 return 1

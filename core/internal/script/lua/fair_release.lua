@@ -35,7 +35,12 @@
 -- lost, its next attempt (same id) is answered the win from the record.
 -- The first waiter behind it on another Client is pushed 'n <id> <lease>':
 -- look again once the claim window has passed (a grantee that is gone never
--- claims; notify_head in lib_queue.lua).
+-- claims; notify_head in lib_queue.lua) — unless it is due to look again by
+-- then already: it joined while an earlier grant was unclaimed (the hold
+-- is marked so until its claim, lib_hold.lua), and was told to look again
+-- when that grant ends (fair_acquire.lua). Under contention, when holds
+-- last less than a third of the claim window, that is every grant: one
+-- push per handoff.
 -- Its Client extends the hold beyond the claim window by renewing it (a
 -- claim); a grantee that is gone (crashed, stopped, cut off) lets the hold
 -- expire after the claim window, and the waiters behind it, whose retries
@@ -74,7 +79,7 @@ local function grant_next()
       local token = fence_next(KEYS[6], ARGV[8], t)
       local lease = math.min(tonumber(wl), tonumber(ARGV[9]))
       redis.call('del', KEYS[1])
-      hold_take(KEYS[1], head, token, lease, '1', now)
+      hold_take(KEYS[1], head, token, lease, '1', now, tag or '')
       redis.call('set', record, 'A1:' .. token, 'px', math.max(tonumber(wl), tonumber(ARGV[10])))
       waiter_push(KEYS[5], head, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease, ARGV[3])
       -- The next in line on another Client is told when the grant's claim

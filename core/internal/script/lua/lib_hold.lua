@@ -7,6 +7,10 @@
 --   ':token'-> the hold's fencing token, which names the hold
 --   ':wd'   -> how many of its leases the client's watchdog renews
 --   ':fx'   -> the latest end (server ms) of its fixed-LeaseTime leases
+--   ':g'    -> while the hold is a grant its grantee has not claimed yet
+--              (fair_release.lua): the tag of the grantee's Client's
+--              channel; the first renewal (the claim, lib_renew.lua)
+--              removes it
 -- While a watchdog lease is held the key lives on renewals; once only
 -- fixed leases are left, it lives until the last of them ends, not a
 -- watchdog timeout more.
@@ -36,9 +40,12 @@ end
 
 -- hold_take makes owner the holder: count 1, fencing token token, lease ms,
 -- now being the server clock in ms (one HSET and one PEXPIRE: the fresh
--- acquisition is the hot path). It returns the remaining lease (ms).
-local function hold_take(key, owner, token, lease, watchdog, now)
-  if watchdog == '1' then
+-- acquisition is the hot path); grant, if given, marks the hold as a grant
+-- not yet claimed (':g'). It returns the remaining lease (ms).
+local function hold_take(key, owner, token, lease, watchdog, now, grant)
+  if grant then
+    redis.call('hset', key, owner, 1, ':token', token, ':wd', 1, ':g', grant)
+  elseif watchdog == '1' then
     redis.call('hset', key, owner, 1, ':token', token, ':wd', 1)
   else
     redis.call('hset', key, owner, 1, ':token', token, ':fx', now + lease)

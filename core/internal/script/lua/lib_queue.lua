@@ -8,7 +8,10 @@
 -- lock shares and keeps subscribed between waits, 'm' for a Mutex's waiter
 -- ('' for a FairMutex's: only inspection tells them apart; 'w' and 'r' for
 -- an RW lock's, 's<n>' for a semaphore's), and when it joined the line
--- (server ms; inspection shows how long it has waited). A value written
+-- (server ms; inspection shows how long it has waited). A semaphore's
+-- waiter adds its owner id ('...|since|owner', lib_sem.lua). A fair lock's
+-- waiter that was told to look again at a set time adds that time (server
+-- ms): 'id|lease|tag|kind|since||due' (see standing_due). A value written
 -- by an older client, 'id|lease' or 'id', has no tag: that waiter listens
 -- on its own channel, ch_prefix .. owner, for '1'.
 
@@ -26,6 +29,19 @@ local function standing_parse(st)
     tag = nil
   end
   return id, tonumber(wl), tag
+end
+
+-- standing_due is when the waiter of standing value st looks again on its
+-- own (server ms: its last attempt was answered with that re-check), or
+-- nil when it waits for a push. Only a Mutex's or FairMutex's waiter
+-- records one (a semaphore's sixth field is an owner id, which may hold
+-- anything).
+local function standing_due(st)
+  local kind, due = string.match(st, '^[^|]*|[^|]*|[^|]*|([^|]*)|%d*||(%d+)$')
+  if kind == '' or kind == 'm' then
+    return tonumber(due)
+  end
+  return nil
 end
 
 -- line_since is when member joined the line: the time its standing value
@@ -67,13 +83,30 @@ local function waiter_push(ch_prefix, owner, tag, payload, publish)
   end
 end
 
--- notify_reach bounds how far into the line notify_head looks.
+-- notify_reach bounds how far into the line notify_head looks, and how
+-- long a line may be for a waiter joining it to be given a re-check at the
+-- end of an unclaimed grant (fair_acquire.lua): a long line's waiters
+-- never look again all at once.
 local notify_reach = 16
+
+-- tell_when tells the waiter standing as st (attempt id, channel tag) to
+-- look again in ms, now being the server clock: 'n <id> <ms>' on its
+-- Client's channel. A waiter already due to look again by then on its own
+-- (standing_due: it joined while an unclaimed grant held the lock) is not
+-- told: the push would wake its process for nothing.
+local function tell_when(ch_prefix, st, id, tag, ms, now, publish)
+  local due = standing_due(st)
+  if due and due >= now and due <= now + ms then
+    return
+  end
+  redis.call(publish, ch_prefix .. tag, 'n ' .. id .. ' ' .. ms)
+end
 
 -- notify_head runs after a grant of a claim window of ms to the waiters of
 -- the Clients tagged tags (a set): it tells the first waiter in line that
 -- waits on another Client to look again in ms ('n <id> <ms>' on its
--- Client's channel), and cuts the places of the granted Clients' waiters
+-- Client's channel, unless it is due to look again by then anyway:
+-- tell_when), and cuts the places of the granted Clients' waiters
 -- in line ahead of it (deadlines, server time now) down to the claim
 -- window. A Client that lives claims its grant and renews its places in
 -- time (its keeper is told to, core/wait_place.go); one that is gone
@@ -105,7 +138,7 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
       -- Behind places cut by an earlier grant only: that grant told this
       -- waiter already, and those places end before this window does.
       if i == 1 or cut then
-        redis.call(publish, ch_prefix .. tag, 'n ' .. id .. ' ' .. ms)
+        tell_when(ch_prefix, st, id, tag, ms, now, publish)
       end
       return
     end
@@ -131,6 +164,35 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
       cut = true
     end
     i = i + 1
+  end
+end
+
+-- notify_watcher runs when a waiter left the line while the lock is held
+-- by a grant not yet claimed, of ms more, to the Client tagged gtag: the
+-- first waiter in line on another Client (within notify_reach), which may
+-- be a new one, is told to look again when the grant ends (tell_when), so
+-- a gone grantee still holds the line up for one claim window. Unlike
+-- notify_head, it cuts no place: the grant's own call did, and the
+-- grantee's Client may have renewed them since.
+local function notify_watcher(queue, standing, ch_prefix, gtag, ms, now, publish)
+  local members = redis.call('lrange', queue, 0, notify_reach - 1)
+  if #members == 0 then
+    return
+  end
+  local sts = redis.call('hmget', standing, unpack(members))
+  for i = 1, #members do
+    local st = sts[i]
+    if not st then
+      return
+    end
+    local id, _, tag = standing_parse(st)
+    if not (id and tag) then
+      return
+    end
+    if tag ~= gtag then
+      tell_when(ch_prefix, st, id, tag, ms, now, publish)
+      return
+    end
   end
 end
 

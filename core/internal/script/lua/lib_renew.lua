@@ -7,11 +7,15 @@
 
 -- renew_owner renews owner's hold token of the lock hash key (lib_hold):
 -- 1 when that hold lives (its lease is now at least lease ms; a longer one
--- is never shortened), 0 when it does not (lost).
+-- is never shortened), 0 when it does not (lost). The first renewal of a
+-- grant is its claim: the hold is no longer marked unclaimed (':g').
 local function renew_owner(key, owner, token, lease)
-  local v = redis.call('hmget', key, ':token', owner)
+  local v = redis.call('hmget', key, ':token', owner, ':g')
   if v[1] ~= token or not v[2] then
     return 0
+  end
+  if v[3] then
+    redis.call('hdel', key, ':g')
   end
   if lease > 0 and redis.call('pttl', key) < lease then
     redis.call('pexpire', key, lease)

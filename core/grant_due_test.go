@@ -1,0 +1,221 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core"
+)
+
+// Grants and the waiters that watch them. A grant not yet claimed is
+// watched by the first waiter in line on another Client: it looks again
+// when the grant ends, so a grantee that is gone holds the line up for one
+// claim window. A waiter that joined while an earlier grant was unclaimed
+// is due to look again by then already, and is not pushed a notice.
+
+// standingDue is the re-check time (server ms) the standing value of the
+// owner ids of name's line record, by owner id; 0 for a waiter that waits
+// for a push.
+func standingDue(t *testing.T, rdb *redis.Client, name string) map[string]int64 {
+	t.Helper()
+	all, err := rdb.HGetAll(context.Background(), "keylock:{"+name+"}:standing").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]int64, len(all))
+	for owner, st := range all {
+		f := strings.Split(st, "|")
+		if len(f) >= 7 {
+			out[owner], _ = strconv.ParseInt(f[6], 10, 64)
+		} else {
+			out[owner] = 0
+		}
+	}
+	return out
+}
+
+// A waiter that joined while a grant was unclaimed is due to look again
+// when that grant ends. The next grant, to a Client that is gone, pushes
+// it no notice (one push for the handoff, the grant's), and it still gets
+// the lock about one claim window after that grant.
+func TestFairGrantWatchedByADueWaiterPassesOn(t *testing.T) {
+	// B must join before D claims its grant (a third of the window); a
+	// machine too slow for that leaves B waiting for a push, and the run
+	// checks nothing: try again, a few times.
+	for run := range 3 {
+		if checkDueWatcher(t, "due"+strconv.Itoa(run)) {
+			return
+		}
+	}
+	t.Fatal("in 3 runs, the waiter never joined before the grant was claimed")
+}
+
+// checkDueWatcher runs TestFairGrantWatchedByADueWaiterPassesOn on the lock
+// name; false when the waiter joined too late for the run to check anything.
+func checkDueWatcher(t *testing.T, name string) bool {
+	srv, rdb := single(t)
+	const window = 1500 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := context.Background()
+	h := newLocks(t, rdb)
+	held := mustLock(t, h.FairMutex(name, opts...), ctx)
+
+	obsD := &waitSignal{waiting: make(chan int, 16)}
+	d := newLocks(t, rdb, core.WithObserver(obsD))
+	dGot := lockLater(t, d.FairMutex(name, opts...), ctx)
+	waitInLine(t, obsD)
+
+	p := redistestProxy(t, srv.Addr())
+	obsA := &waitSignal{waiting: make(chan int, 16)}
+	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
+	aCtx, aCancel := context.WithCancel(ctx)
+	defer aCancel()
+	aDone := make(chan error, 1)
+	go func() {
+		l, err := a.FairMutex(name, opts...).Lock(aCtx)
+		if err == nil {
+			err = errors.New("a cut-off waiter got a lease")
+			_ = l.Unlock(ctx)
+		}
+		aDone <- err
+	}()
+	waitInLine(t, obsA)
+
+	mustUnlock(t, held) // grants the lock to D, which claims it after window/3
+	lD := <-dGot
+	if lD == nil {
+		t.FailNow()
+	}
+	obsB := &waitSignal{waiting: make(chan int, 16)}
+	b := newLocks(t, rdb, core.WithObserver(obsB))
+	bGot := lockLater(t, b.FairMutex(name, opts...), ctx)
+	waitInLine(t, obsB)
+	due := standingDue(t, rdb, name)
+	if len(due) != 2 {
+		t.Fatalf("line's standing values %v, want A's and B's", due)
+	}
+	dueB := int64(0)
+	for _, v := range due {
+		dueB = max(dueB, v) // A joined under H's hold: it has none
+	}
+	if dueB == 0 {
+		t.Logf("%s: B joined after D's grant was claimed", name)
+		mustUnlock(t, lD)
+		aCancel()
+		<-aDone
+		if l := <-bGot; l != nil {
+			mustUnlock(t, l)
+		}
+		return false
+	}
+
+	p.Blackhole()
+	before := commandCalls(t, rdb, "publish")
+	released := time.Now()
+	mustUnlock(t, lD) // grants the lock to A, which never hears of it
+	if n := commandCalls(t, rdb, "publish") - before; n != 1 {
+		t.Errorf("the release to a gone grantee published %d messages, want 1 (the grant; B is due to look again)", n)
+	}
+	var l *core.Lease
+	select {
+	case l = <-bGot:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B did not get the lock within 10s of the release")
+	}
+	if l == nil {
+		t.FailNow()
+	}
+	if took := time.Since(released); took < window/2 || took > 2*window {
+		t.Errorf("B got the lock %v after the release, want about the claim window %v", took, window)
+	}
+	if l.Token() <= lD.Token() {
+		t.Errorf("token %d, want above %d", l.Token(), lD.Token())
+	}
+	mustUnlock(t, l)
+	aCancel()
+	p.Pass()
+	if err := <-aDone; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("cut-off waiter: %v, want context.Canceled", err)
+	}
+	return true
+}
+
+// The waiter told to look again when an unclaimed grant ends may give up
+// before then: the next waiter on another Client is told instead, so a
+// grantee that is gone still holds the line up for one claim window, not
+// for the next waiter's bounded re-check (its waiter timeout: 30s here).
+func TestFairGrantWatcherLeavingTellsTheNext(t *testing.T) {
+	srv, rdb := single(t)
+	const name, window = "wl", 600 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := context.Background()
+	h := newLocks(t, rdb)
+	held := mustLock(t, h.FairMutex(name, opts...), ctx)
+
+	p := redistestProxy(t, srv.Addr())
+	obsA := &waitSignal{waiting: make(chan int, 16)}
+	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
+	aCtx, aCancel := context.WithCancel(ctx)
+	defer aCancel()
+	aDone := make(chan error, 1)
+	go func() {
+		l, err := a.FairMutex(name, opts...).Lock(aCtx)
+		if err == nil {
+			err = errors.New("a cut-off waiter got a lease")
+			_ = l.Unlock(ctx)
+		}
+		aDone <- err
+	}()
+	waitInLine(t, obsA)
+
+	obsB := &waitSignal{waiting: make(chan int, 16)}
+	b := newLocks(t, rdb, core.WithObserver(obsB))
+	bCtx, bCancel := context.WithCancel(ctx)
+	bDone := make(chan error, 1)
+	go func() {
+		l, err := b.FairMutex(name, opts...).Lock(bCtx)
+		if err == nil {
+			err = errors.New("B got the lock, but gave up before the grant could pass")
+			_ = l.Unlock(ctx)
+		}
+		bDone <- err
+	}()
+	waitInLine(t, obsB)
+
+	obsE := &waitSignal{waiting: make(chan int, 16)}
+	e := newLocks(t, rdb, core.WithObserver(obsE))
+	eGot := lockLater(t, e.FairMutex(name, opts...), ctx)
+	waitInLine(t, obsE)
+
+	p.Blackhole()
+	released := time.Now()
+	mustUnlock(t, held) // grants the lock to A, which never hears of it; B is told
+	bCancel()
+	if err := <-bDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("B: %v, want context.Canceled", err)
+	}
+	var l *core.Lease
+	select {
+	case l = <-eGot:
+	case <-time.After(10 * time.Second):
+		t.Fatal("E did not get the lock within 10s of the release")
+	}
+	if l == nil {
+		t.FailNow()
+	}
+	if took := time.Since(released); took < window/2 || took > 2*window {
+		t.Errorf("E got the lock %v after the release, want about the claim window %v", took, window)
+	}
+	mustUnlock(t, l)
+	aCancel()
+	p.Pass()
+	if err := <-aDone; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("cut-off waiter: %v, want context.Canceled", err)
+	}
+}
