@@ -2,76 +2,28 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/internal/redistest"
 )
 
-// sentinelSetup is a small Sentinel deployment: a master, one replica of
-// it, and one sentinel (redis-server --sentinel) monitoring it as "locks".
+// sentinelSetup is a Sentinel deployment (redistest.NewSentinel): a
+// master, one replica of it, and sentinels monitoring it as
+// sentinelMaster; sentinel is the first sentinel's address.
 type sentinelSetup struct {
 	master, replica *redistest.Server
-	sentinel        string // the sentinel's address
+	sentinel        string
 }
 
-const sentinelMaster = "locks"
+const sentinelMaster = redistest.SentinelMaster
 
 func newSentinelSetup(t *testing.T) *sentinelSetup {
 	t.Helper()
-	master := redistest.NewServer(t)
-	host, port, _ := net.SplitHostPort(master.Addr())
-	replica := redistest.NewServer(t, redistest.WithArgs("--replicaof", host, port))
-
-	sport := freePort(t)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	body := fmt.Sprintf("port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 5000\n",
-		sport, dir, sentinelMaster, host, port, sentinelMaster)
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("redis-server", conf, "--sentinel")
-	log, err := os.Create(filepath.Join(dir, "sentinel.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("redis-server --sentinel: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = log.Close()
-	})
-	s := &sentinelSetup{master: master, replica: replica, sentinel: net.JoinHostPort("127.0.0.1", sport)}
-
-	// Ready when the sentinel names the master and the replica is in sync.
-	sc := redis.NewSentinelClient(&redis.Options{Addr: s.sentinel})
-	defer sc.Close()
-	rc := replica.NewClient(t)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		addr, err := sc.GetMasterAddrByName(ctx, sentinelMaster).Result()
-		info, _ := rc.Info(ctx, "replication").Result()
-		cancel()
-		if err == nil && net.JoinHostPort(addr[0], addr[1]) == master.Addr() && strings.Contains(info, "master_link_status:up") {
-			return s
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "sentinel.log"))
-			t.Fatalf("sentinel not ready within 15s (%v %v, replica %q); log:\n%s", addr, err, info, b)
-		}
-	}
+	d := redistest.NewSentinel(t, 1)
+	servers := d.Servers()
+	return &sentinelSetup{master: servers[0], replica: servers[1], sentinel: d.SentinelAddrs()[0]}
 }
 
 // TestCLISentinel: every way to name a Sentinel deployment reaches its

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,24 +63,12 @@ func writeCerts(t *testing.T, dir string) (ca, cert, key string) {
 	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", srvDER), write("server.key", "EC PRIVATE KEY", keyDER)
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
 // TestCLIOverTLS: rediss:// with -tls-ca talks TLS to the server; without
 // the CA the certificate is refused with a clear error.
 func TestCLIOverTLS(t *testing.T) {
 	ca, cert, key := writeCerts(t, t.TempDir())
-	port := freePort(t)
-	redistest.NewServer(t, redistest.WithArgs("--tls-port", port, "--tls-cert-file", cert,
-		"--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"))
-	url := "rediss://127.0.0.1:" + port
+	addr := redistest.NewServer(t, redistest.WithTLS(cert, key, ca)).TLSAddr()
+	url := "rediss://" + addr
 	out, stderr, code := cli(t, "-redis", url, "-tls-ca", ca, "-json", "show", "x")
 	if code != exitNotFound || !strings.Contains(out, `"held": false`) {
 		t.Errorf("show over TLS with the CA: exit %d, %s%s", code, out, stderr)
@@ -90,7 +77,7 @@ func TestCLIOverTLS(t *testing.T) {
 	if code != exitError || !strings.Contains(stderr, "certificate") {
 		t.Errorf("TLS without the CA: exit %d, stderr %q; want 1 and a certificate error", code, stderr)
 	}
-	if _, stderr, code := cli(t, "-redis", "127.0.0.1:"+port, "-tls-ca", ca, "show", "x"); code != exitError || !strings.Contains(stderr, "rediss://") {
+	if _, stderr, code := cli(t, "-redis", addr, "-tls-ca", ca, "show", "x"); code != exitError || !strings.Contains(stderr, "rediss://") {
 		t.Errorf("-tls-ca without rediss://: exit %d, stderr %q; want 1 saying it needs rediss://", code, stderr)
 	}
 }

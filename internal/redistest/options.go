@@ -9,7 +9,12 @@ type serverConfig struct {
 	args []string
 	// cluster starts the node with cluster mode on (set by NewCluster only).
 	cluster bool
+	// tls, when set, makes the server serve TLS too (WithTLS).
+	tls *tlsFiles
 }
+
+// tlsFiles are the PEM files of a server that serves TLS.
+type tlsFiles struct{ cert, key, ca string }
 
 // WithArgs appends extra redis-server command-line arguments, such as
 // WithArgs("--maxmemory", "10mb"). They come after the harness's own
@@ -18,6 +23,19 @@ type serverConfig struct {
 func WithArgs(args ...string) ServerOption {
 	return func(c *serverConfig) {
 		c.args = append(c.args, args...)
+	}
+}
+
+// WithTLS makes the server accept TLS connections as well, on a free port
+// of their own ([Server.TLSAddr]), with the certificate and key in the PEM
+// files cert and key; clients' certificates are not required (ca names the
+// PEM file of the authority it would check them against). The port is
+// chosen with the server's own, and a clash on either is retried the same
+// way. Default: no TLS. WithTLS has no effect on an external server
+// (REDIS_ADDR), whose TLSAddr is "".
+func WithTLS(cert, key, ca string) ServerOption {
+	return func(c *serverConfig) {
+		c.tls = &tlsFiles{cert: cert, key: key, ca: ca}
 	}
 }
 

@@ -33,10 +33,11 @@ type Server struct {
 	addr     string // "127.0.0.1:port", fixed for the Server's life
 	external bool   // REDIS_ADDR: not ours to kill or restart
 
-	bin  string // path to redis-server
-	dir  string // data directory (and log, and nodes.conf for cluster nodes)
-	port int
-	cfg  serverConfig
+	bin     string // path to redis-server
+	dir     string // data directory (and log, and nodes.conf for cluster nodes)
+	port    int
+	tlsPort int // WithTLS: the TLS port; 0 without TLS
+	cfg     serverConfig
 
 	mu   sync.Mutex
 	proc *process // the running process; nil while stopped or killed
@@ -64,6 +65,15 @@ func NewServer(t testing.TB, opts ...ServerOption) *Server {
 // Addr returns the server's address, "127.0.0.1:port". It stays the same
 // across Kill and Restart.
 func (s *Server) Addr() string { return s.addr }
+
+// TLSAddr returns the server's TLS address, "127.0.0.1:port", for a server
+// started [WithTLS]; "" otherwise.
+func (s *Server) TLSAddr() string {
+	if s.tlsPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.tlsPort))
+}
 
 // NewClient returns a new go-redis client for this server (through the
 // proxy given to [Server.ClientsVia], if any), closed in t.Cleanup. Each
@@ -138,7 +148,7 @@ func (s *Server) Restart() {
 	}
 	deadline := time.Now().Add(restartBindTimeout)
 	for {
-		proc, err := s.launch(s.port)
+		proc, err := s.launch(s.port, s.tlsPort)
 		if err == nil {
 			s.proc = proc
 			return
@@ -184,31 +194,36 @@ func lookBinary(t testing.TB, name string) string {
 func (s *Server) start() error {
 	var err error
 	for range startAttempts {
-		var port int
+		var port, tlsPort int
 		if port, err = freePort(); err != nil {
 			return err
 		}
+		if s.cfg.tls != nil {
+			if tlsPort, err = freePort(); err != nil {
+				return err
+			}
+		}
 		var proc *process
-		proc, err = s.launch(port)
+		proc, err = s.launch(port, tlsPort)
 		if errors.Is(err, errAddrInUse) {
-			continue // someone took the port between freePort and bind
+			continue // someone took a port between freePort and bind
 		}
 		if err != nil {
 			return err
 		}
 		s.mu.Lock()
-		s.port, s.addr, s.proc = port, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), proc
+		s.port, s.tlsPort, s.addr, s.proc = port, tlsPort, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), proc
 		s.mu.Unlock()
 		return nil
 	}
 	return fmt.Errorf("redistest: no free port after %d attempts: %w", startAttempts, err)
 }
 
-// launch starts a redis-server on port and waits until it is ready. On error
-// nothing is left running.
-func (s *Server) launch(port int) (*process, error) {
+// launch starts a redis-server on port (and tlsPort, WithTLS) and waits
+// until it is ready. On error nothing is left running.
+func (s *Server) launch(port, tlsPort int) (*process, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	proc, err := startProcess(s.bin, s.args(port), filepath.Join(s.dir, "redis.log"))
+	proc, err := startProcess(s.bin, s.args(port, tlsPort), filepath.Join(s.dir, "redis.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -219,8 +234,8 @@ func (s *Server) launch(port int) (*process, error) {
 	return proc, nil
 }
 
-// args returns the redis-server command line for port.
-func (s *Server) args(port int) []string {
+// args returns the redis-server command line for port (and tlsPort).
+func (s *Server) args(port, tlsPort int) []string {
 	args := []string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
@@ -234,6 +249,10 @@ func (s *Server) args(port int) []string {
 			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
 			"--cluster-node-timeout", "2000",
 		)
+	}
+	if t := s.cfg.tls; t != nil {
+		args = append(args, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", t.cert,
+			"--tls-key-file", t.key, "--tls-ca-cert-file", t.ca, "--tls-auth-clients", "no")
 	}
 	return append(args, s.cfg.args...)
 }
