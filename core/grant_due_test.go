@@ -219,3 +219,59 @@ func TestFairGrantWatcherLeavingTellsTheNext(t *testing.T) {
 		t.Fatalf("cut-off waiter: %v, want context.Canceled", err)
 	}
 }
+
+// A copy of a waiter's try that runs again later (go-redis sent it twice,
+// or the network delivered it late) changes nothing in the waiter's
+// standing value: the waiter was told nothing by it, so the value must not
+// say the waiter looks again on its own when an unclaimed grant ends, or
+// a grant would skip the notice it needs.
+func TestFairWaiterReplayedTryTellsNothing(t *testing.T) {
+	srv, rdb := single(t)
+	const name, window = "rp", 3 * time.Second
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := context.Background()
+	h := newLocks(t, rdb)
+	held := mustLock(t, h.FairMutex(name, opts...), ctx)
+
+	obsD := &waitSignal{waiting: make(chan int, 16)}
+	d := newLocks(t, rdb, core.WithObserver(obsD))
+	dGot := lockLater(t, d.FairMutex(name, opts...), ctx)
+	waitInLine(t, obsD)
+
+	p := redistestProxy(t, srv.Addr())
+	p.RecordScripts(true)
+	obsW := &waitSignal{waiting: make(chan int, 16)}
+	w := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsW))
+	wGot := lockLater(t, w.FairMutex(name, opts...), ctx)
+	waitInLine(t, obsW)
+	if due := standingDue(t, rdb, name); len(due) != 2 {
+		t.Fatalf("standing values %v, want D's and W's", due)
+	}
+
+	mustUnlock(t, held) // grants the lock to D: unclaimed for a third of the window
+	lD := <-dGot
+	if lD == nil {
+		t.FailNow()
+	}
+	before := scriptCalls(t, rdb)
+	n := p.ReplayScripts(time.Minute, 0)
+	if n == 0 {
+		t.Fatal("no script call of W's to replay")
+	}
+	for deadline := time.Now().Add(5 * time.Second); scriptCalls(t, rdb)-before < int64(n); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the %d replayed calls did not all run within 5s", n)
+		}
+	}
+	for owner, due := range standingDue(t, rdb, name) {
+		if due != 0 {
+			t.Errorf("after a replay of W's tries under an unclaimed grant, %s's standing value says it looks again at %d; it was never told so", owner, due)
+		}
+	}
+	mustUnlock(t, lD) // grants the lock to W
+	l := <-wGot
+	if l == nil {
+		t.FailNow()
+	}
+	mustUnlock(t, l)
+}

@@ -35,9 +35,9 @@ type Scored struct {
 }
 
 // Standing is a line member's standing attempt as lib_queue.lua stores it,
-// 'id|lease|tag|kind|since[|owner]' ('id|lease|tag|kind|since||due' for a
-// Mutex's or FairMutex's waiter due to look again on its own; due is not
-// read). A field the value lacks (one written by an older client) is zero.
+// 'id|lease|tag|kind|since[|owner]' ('id|lease|tag|kind|since||due|try' for
+// a Mutex's or FairMutex's waiter: when it looks again on its own, and the
+// try that was told so; neither is read). A field the value lacks (one written by an older client) is zero.
 type Standing struct {
 	// Kind is the kind field: 'm' a Mutex's waiter, 'w' or 'r' an RW
 	// lock's writer or reader, 's<n>' a semaphore's asking n permits, ""

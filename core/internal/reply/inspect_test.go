@@ -73,7 +73,8 @@ func TestParseStanding(t *testing.T) {
 		"id|1|tag|r|17":                      {Kind: "r", Since: 17},
 		"id|1|tag||x":                        {},
 		"id|1|tag|s1|99999999999999999999|o": {Kind: "s1", Owner: "o"},
-		"id|1|tag|m|17||1700000000000":       {Kind: "m", Since: 17},
+		"id|1|tag|m|17||1700000000000|3":     {Kind: "m", Since: 17},
+		"id|1|tag||17|||3":                   {Since: 17},
 		"id|1|tag|s2|17||1700000000000":      {Kind: "s2", Since: 17, Owner: "|1700000000000"},
 	} {
 		if got := parseStanding(in); got != want {

@@ -24,8 +24,10 @@
 -- ARGV[10] this attempt's id
 -- ARGV[11] the tag of this Client's wake-up channel (KEYS[5] .. tag)
 -- ARGV[12] 'm': a Mutex's waiter; '': a FairMutex's
+-- ARGV[13] the number of this try of the attempt (1, 2, …; a copy of a try
+--          carries the same number)
 --
--- A waiter's standing attempt is 'id|lease|tag|kind|since[||due]' (lib_queue.lua): a
+-- A waiter's standing attempt is 'id|lease|tag|kind|since||due|try' (lib_queue.lua): a
 -- watchdog waiter's lease lets a release grant it the lock directly
 -- (fair_release.lua); a fixed-LeaseTime waiter ('id||tag|kind') is woken
 -- to take the lock itself.
@@ -104,7 +106,8 @@ if ARGV[6] ~= '1' then
   return {0, math.max(pttl, 0)}
 end
 -- Join the line, or renew our place in it.
-local since = line_since(KEYS[7], KEYS[3], owner, now)
+local prev = redis.call('hget', KEYS[7], owner)
+local since = line_since(KEYS[7], KEYS[3], owner, now, prev)
 if redis.call('zadd', KEYS[3], now + wt, owner) == 1 then
   redis.call('rpush', KEYS[2], owner)
 end
@@ -117,11 +120,32 @@ end
 -- says so: a grant that would tell it the same (notify_head) need not. A
 -- grantee that is gone never claims, so some waiter on another Client must
 -- look again by then; one that lives claims within a third of the window.
-local due = ''
-if granted and redis.call('llen', KEYS[2]) <= notify_reach then
-  due = '||' .. (now + pttl)
+--
+-- The value must say only what the waiter was told: a copy of a try that
+-- already ran (go-redis sent it again, or it was delayed or replayed; its
+-- number, ARGV[13], is not above the one recorded) changes nothing, and
+-- is answered the re-check the value records, so the waiter looks again
+-- by then whichever of the answers it reads. An older client sends no
+-- try number and is never given one.
+local try = tonumber(ARGV[13])
+local due
+local copy = false
+if try and prev and standing_parse(prev) == ARGV[10] then
+  local pdue, ptry = standing_watch(prev)
+  if ptry and try <= ptry then
+    copy, due = true, pdue
+  end
 end
-redis.call('hset', KEYS[7], owner, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|' .. ARGV[12] .. '|' .. since .. due)
+if not copy then
+  if try and granted and redis.call('llen', KEYS[2]) <= notify_reach then
+    due = now + pttl
+  end
+  local watch = ''
+  if try then
+    watch = '||' .. (due or '') .. '|' .. try
+  end
+  redis.call('hset', KEYS[7], owner, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|' .. ARGV[12] .. '|' .. since .. watch)
+end
 -- The line disappears on its own once no waiter renews it.
 redis.call('pexpire', KEYS[2], 2 * wt)
 redis.call('pexpire', KEYS[3], 2 * wt)
@@ -149,7 +173,8 @@ if (not head) or head == owner then
   if pttl < 0 then
     recheck = retry
   end
-elseif due ~= '' then
-  recheck = pttl -- when the unclaimed grant ends
+end
+if due and due >= now and (recheck < 0 or due - now < recheck) then
+  recheck = due - now -- when the unclaimed grant ends
 end
 return {0, retry, now, recheck}

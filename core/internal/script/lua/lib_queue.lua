@@ -9,9 +9,10 @@
 -- ('' for a FairMutex's: only inspection tells them apart; 'w' and 'r' for
 -- an RW lock's, 's<n>' for a semaphore's), and when it joined the line
 -- (server ms; inspection shows how long it has waited). A semaphore's
--- waiter adds its owner id ('...|since|owner', lib_sem.lua). A fair lock's
--- waiter that was told to look again at a set time adds that time (server
--- ms): 'id|lease|tag|kind|since||due' (see standing_due). A value written
+-- waiter adds its owner id ('...|since|owner', lib_sem.lua). A Mutex's or
+-- FairMutex's waiter adds when it was told to look again on its own (server
+-- ms, empty if it was not) and the number of the try that told it:
+-- 'id|lease|tag|kind|since||due|try' (see standing_watch). A value written
 -- by an older client, 'id|lease' or 'id', has no tag: that waiter listens
 -- on its own channel, ch_prefix .. owner, for '1'.
 
@@ -31,24 +32,28 @@ local function standing_parse(st)
   return id, tonumber(wl), tag
 end
 
--- standing_due is when the waiter of standing value st looks again on its
--- own (server ms: its last attempt was answered with that re-check), or
--- nil when it waits for a push. Only a Mutex's or FairMutex's waiter
--- records one (a semaphore's sixth field is an owner id, which may hold
--- anything).
-local function standing_due(st)
-  local kind, due = string.match(st, '^[^|]*|[^|]*|[^|]*|([^|]*)|%d*||(%d+)$')
+-- standing_watch reads what a Mutex's or FairMutex's standing value st
+-- says of its waiter's next look: when it looks again on its own (server
+-- ms: the try that wrote st was answered that re-check; nil when it waits
+-- for a push) and the number of that try (nil: not recorded, an older
+-- client's). A semaphore's value has neither (its sixth field is an owner
+-- id, which may hold anything).
+local function standing_watch(st)
+  local kind, due, try = string.match(st, '^[^|]*|[^|]*|[^|]*|([^|]*)|%d*||(%d*)|?(%d*)$')
   if kind == '' or kind == 'm' then
-    return tonumber(due)
+    return tonumber(due), tonumber(try)
   end
-  return nil
+  return nil, nil
 end
 
 -- line_since is when member joined the line: the time its standing value
--- says while it is still in line (deadlines), else now (it joins now).
-local function line_since(standing, deadlines, member, now)
+-- says while it is still in line (deadlines), else now (it joins now). st,
+-- if given, is that standing value as the caller read it (false: none).
+local function line_since(standing, deadlines, member, now, st)
   if redis.call('zscore', deadlines, member) then
-    local st = redis.call('hget', standing, member)
+    if st == nil then
+      st = redis.call('hget', standing, member)
+    end
     local since = st and tonumber(string.match(st, '^[^|]*|[^|]*|[^|]*|[^|]*|(%d+)'))
     if since then
       return since
@@ -92,10 +97,10 @@ local notify_reach = 16
 -- tell_when tells the waiter standing as st (attempt id, channel tag) to
 -- look again in ms, now being the server clock: 'n <id> <ms>' on its
 -- Client's channel. A waiter already due to look again by then on its own
--- (standing_due: it joined while an unclaimed grant held the lock) is not
+-- (standing_watch: it joined while an unclaimed grant held the lock) is not
 -- told: the push would wake its process for nothing.
 local function tell_when(ch_prefix, st, id, tag, ms, now, publish)
-  local due = standing_due(st)
+  local due = standing_watch(st)
   if due and due >= now and due <= now + ms then
     return
   end
