@@ -33,13 +33,15 @@ var (
 // lock itself when it waits with a fixed LeaseTime; no herd either way. A
 // granted hold's first lease is the claim window (FairClaimWindow), which
 // the waiter's Client extends by renewing it; a grantee that is gone
-// holds the line up for about that window (the release tells the next
-// waiter when it ends). A waiter's Client renews the places of all its
-// waiters in the line in one call every third of the waiter timeout, so
-// waiters do not poll; one that is not heard from for the waiter timeout
-// (its process crashed) is evicted when it reaches the head of the line, so
-// a dead waiter holds up the line for at most one waiter timeout. A waiter whose context
-// ends, or whose Client closes, leaves the line at once. All deadlines use
+// holds the line up for about that window (the next waiter on another
+// Client looks again when it ends: told so by the release, or by its own
+// last attempt when it joined while an earlier grant was unclaimed). A
+// waiter's Client renews the places of all its waiters in the line in one
+// call every third of the waiter timeout, so waiters do not poll; one that
+// is not heard from for the waiter timeout (its process crashed) is evicted
+// when it reaches the head of the line, so a dead waiter holds up the line
+// for at most one waiter timeout. A waiter whose context ends, or whose
+// Client closes, leaves the line at once. All deadlines use
 // the Redis server's clock, so a client with a skewed clock can neither
 // evict others nor jump the line.
 type FairMutex struct {
