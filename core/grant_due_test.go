@@ -40,6 +40,60 @@ func standingDue(t *testing.T, rdb *redis.Client, name string) map[string]int64 
 	return out
 }
 
+// lockNoLease starts a Lock of l under ctx for a waiter whose Client is
+// cut off before any grant could reach it: it must never return a lease.
+// The error it ends with is sent on the channel returned (a lease, given
+// back at once, is an error).
+func lockNoLease(l core.Locker, ctx context.Context) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		lease, err := l.Lock(ctx)
+		if err == nil {
+			err = errors.New("a cut-off waiter got a lease")
+			_ = lease.Unlock(context.Background())
+		}
+		done <- err
+	}()
+	return done
+}
+
+// cancelledOnly fails the test unless the cut-off waiter done ended with
+// its context's cancellation.
+func cancelledOnly(t *testing.T, done <-chan error) {
+	t.Helper()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("cut-off waiter: %v, want context.Canceled", err)
+	}
+}
+
+// awaitLease waits up to within for the lease a lockLater sends on got,
+// and fails the test without one; who names the waiter.
+func awaitLease(t *testing.T, got <-chan *core.Lease, within time.Duration, who string) *core.Lease {
+	t.Helper()
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		return l
+	case <-time.After(within):
+		t.Fatalf("%s did not get the lock within %v", who, within)
+	}
+	return nil
+}
+
+// inLine starts a Lock of the fair lock name (with opts) on a new Client
+// over rdb and returns once the waiter stands in line; its lease comes on
+// the channel returned.
+func inLine(t *testing.T, rdb redis.UniversalClient, name string, opts []core.FairOption) <-chan *core.Lease {
+	t.Helper()
+	obs := &waitSignal{waiting: make(chan int, 16)}
+	c := newLocks(t, rdb, core.WithObserver(obs))
+	got := lockLater(t, c.FairMutex(name, opts...), context.Background())
+	waitInLine(t, obs)
+	return got
+}
+
 // A waiter that joined while a grant was unclaimed is due to look again
 // when that grant ends. The next grant, to a Client that is gone, pushes
 // it no notice (one push for the handoff, the grant's), and it still gets
@@ -66,25 +120,14 @@ func checkDueWatcher(t *testing.T, name string) bool {
 	h := newLocks(t, rdb)
 	held := mustLock(t, h.FairMutex(name, opts...), ctx)
 
-	obsD := &waitSignal{waiting: make(chan int, 16)}
-	d := newLocks(t, rdb, core.WithObserver(obsD))
-	dGot := lockLater(t, d.FairMutex(name, opts...), ctx)
-	waitInLine(t, obsD)
+	dGot := inLine(t, rdb, name, opts)
 
 	p := redistestProxy(t, srv.Addr())
 	obsA := &waitSignal{waiting: make(chan int, 16)}
 	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
 	aCtx, aCancel := context.WithCancel(ctx)
 	defer aCancel()
-	aDone := make(chan error, 1)
-	go func() {
-		l, err := a.FairMutex(name, opts...).Lock(aCtx)
-		if err == nil {
-			err = errors.New("a cut-off waiter got a lease")
-			_ = l.Unlock(ctx)
-		}
-		aDone <- err
-	}()
+	aDone := lockNoLease(a.FairMutex(name, opts...), aCtx)
 	waitInLine(t, obsA)
 
 	mustUnlock(t, held) // grants the lock to D, which claims it after window/3
@@ -92,10 +135,7 @@ func checkDueWatcher(t *testing.T, name string) bool {
 	if lD == nil {
 		t.FailNow()
 	}
-	obsB := &waitSignal{waiting: make(chan int, 16)}
-	b := newLocks(t, rdb, core.WithObserver(obsB))
-	bGot := lockLater(t, b.FairMutex(name, opts...), ctx)
-	waitInLine(t, obsB)
+	bGot := inLine(t, rdb, name, opts)
 	due := standingDue(t, rdb, name)
 	if len(due) != 2 {
 		t.Fatalf("line's standing values %v, want A's and B's", due)
@@ -122,15 +162,7 @@ func checkDueWatcher(t *testing.T, name string) bool {
 	if n := commandCalls(t, rdb, "publish") - before; n != 1 {
 		t.Errorf("the release to a gone grantee published %d messages, want 1 (the grant; B is due to look again)", n)
 	}
-	var l *core.Lease
-	select {
-	case l = <-bGot:
-	case <-time.After(10 * time.Second):
-		t.Fatal("B did not get the lock within 10s of the release")
-	}
-	if l == nil {
-		t.FailNow()
-	}
+	l := awaitLease(t, bGot, 10*time.Second, "B")
 	if took := time.Since(released); took < window/2 || took > 2*window {
 		t.Errorf("B got the lock %v after the release, want about the claim window %v", took, window)
 	}
@@ -140,9 +172,7 @@ func checkDueWatcher(t *testing.T, name string) bool {
 	mustUnlock(t, l)
 	aCancel()
 	p.Pass()
-	if err := <-aDone; err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("cut-off waiter: %v, want context.Canceled", err)
-	}
+	cancelledOnly(t, aDone)
 	return true
 }
 
@@ -163,15 +193,7 @@ func TestFairGrantWatcherLeavingTellsTheNext(t *testing.T) {
 	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
 	aCtx, aCancel := context.WithCancel(ctx)
 	defer aCancel()
-	aDone := make(chan error, 1)
-	go func() {
-		l, err := a.FairMutex(name, opts...).Lock(aCtx)
-		if err == nil {
-			err = errors.New("a cut-off waiter got a lease")
-			_ = l.Unlock(ctx)
-		}
-		aDone <- err
-	}()
+	aDone := lockNoLease(a.FairMutex(name, opts...), aCtx)
 	waitInLine(t, obsA)
 
 	obsB := &waitSignal{waiting: make(chan int, 16)}
@@ -188,10 +210,7 @@ func TestFairGrantWatcherLeavingTellsTheNext(t *testing.T) {
 	}()
 	waitInLine(t, obsB)
 
-	obsE := &waitSignal{waiting: make(chan int, 16)}
-	e := newLocks(t, rdb, core.WithObserver(obsE))
-	eGot := lockLater(t, e.FairMutex(name, opts...), ctx)
-	waitInLine(t, obsE)
+	eGot := inLine(t, rdb, name, opts)
 
 	p.Blackhole()
 	released := time.Now()
@@ -200,24 +219,14 @@ func TestFairGrantWatcherLeavingTellsTheNext(t *testing.T) {
 	if err := <-bDone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("B: %v, want context.Canceled", err)
 	}
-	var l *core.Lease
-	select {
-	case l = <-eGot:
-	case <-time.After(10 * time.Second):
-		t.Fatal("E did not get the lock within 10s of the release")
-	}
-	if l == nil {
-		t.FailNow()
-	}
+	l := awaitLease(t, eGot, 10*time.Second, "E")
 	if took := time.Since(released); took < window/2 || took > 2*window {
 		t.Errorf("E got the lock %v after the release, want about the claim window %v", took, window)
 	}
 	mustUnlock(t, l)
 	aCancel()
 	p.Pass()
-	if err := <-aDone; err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("cut-off waiter: %v, want context.Canceled", err)
-	}
+	cancelledOnly(t, aDone)
 }
 
 // A copy of a waiter's try that runs again later (go-redis sent it twice,
@@ -233,17 +242,11 @@ func TestFairWaiterReplayedTryTellsNothing(t *testing.T) {
 	h := newLocks(t, rdb)
 	held := mustLock(t, h.FairMutex(name, opts...), ctx)
 
-	obsD := &waitSignal{waiting: make(chan int, 16)}
-	d := newLocks(t, rdb, core.WithObserver(obsD))
-	dGot := lockLater(t, d.FairMutex(name, opts...), ctx)
-	waitInLine(t, obsD)
+	dGot := inLine(t, rdb, name, opts)
 
 	p := redistestProxy(t, srv.Addr())
 	p.RecordScripts(true)
-	obsW := &waitSignal{waiting: make(chan int, 16)}
-	w := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsW))
-	wGot := lockLater(t, w.FairMutex(name, opts...), ctx)
-	waitInLine(t, obsW)
+	wGot := inLine(t, proxyClient(t, p.Addr(), 2*time.Second), name, opts)
 	if due := standingDue(t, rdb, name); len(due) != 2 {
 		t.Fatalf("standing values %v, want D's and W's", due)
 	}
