@@ -156,6 +156,12 @@ func TestFairGrantToAGoneClientWithWaitersPassesOn(t *testing.T) {
 	checkGoneGrantee(t, "dc", 30*time.Second, 3, 4)
 }
 
+// More of a gone Client's waiters at the head of the line than one read of
+// it takes in (16) are cut down to the claim window all the same.
+func TestFairGrantToAGoneClientWithManyWaitersPassesOn(t *testing.T) {
+	checkGoneGrantee(t, "dm", 30*time.Second, 40, 4)
+}
+
 // checkGoneGrantee puts waiters waiters of one Client first in line of a
 // fair lock with a 300ms claim window, cuts that Client off, releases the
 // lock (granting it to the cut-off Client's first waiter) and checks that

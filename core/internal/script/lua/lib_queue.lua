@@ -94,6 +94,10 @@ end
 -- never look again all at once.
 local notify_reach = 16
 
+-- notify_cap bounds how many places of the granted Clients at the head of
+-- the line one notify_head cuts, reading notify_reach at a time.
+local notify_cap = 256
+
 -- tell_when tells the waiter standing as st (attempt id, channel tag) to
 -- look again in ms, now being the server clock: 'n <id> <ms>' on its
 -- Client's channel. A waiter already due to look again by then on its own
@@ -118,9 +122,11 @@ end
 -- (crashed, stopped, cut off) does neither, so once the claim window has
 -- passed the notified waiter finds the grant expired and those places
 -- gone, and takes the lock — a gone Client holds the line up for one
--- claim window. Only the first notify_reach places are looked at: a gone
--- Client with more waiters than that at the head of the line holds it up
--- until their places' waiter timeout, as before.
+-- claim window. At most notify_cap places are looked at: a gone Client
+-- with more waiters than that at the head of the line holds it up until
+-- their places' waiter timeout. A Client that lives has its places cut
+-- this way once per renewal of them (a grant whose head place is already
+-- cut does nothing more), not once per grant.
 local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now, publish)
   local members = {redis.call('lindex', queue, 0)}
   if not members[1] then
@@ -132,6 +138,18 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
   local i = 1
   while true do
     local st = sts[i]
+    if st == nil and dls and i == #members + 1 and i % notify_reach == 1 and i <= notify_cap then
+      -- Every place read so far waits on a granted Client: read on.
+      local more = redis.call('lrange', queue, i - 1, i + notify_reach - 2)
+      if #more > 0 then
+        local msts = redis.call('hmget', standing, unpack(more))
+        local mdls = redis.call('zmscore', deadlines, unpack(more))
+        for j = 1, #more do
+          members[i + j - 1], sts[i + j - 1], dls[i + j - 1] = more[j], msts[j], mdls[j]
+        end
+        st = sts[i]
+      end
+    end
     if not st then
       return
     end
