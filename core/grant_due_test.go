@@ -82,6 +82,29 @@ func awaitLease(t *testing.T, got <-chan *core.Lease, within time.Duration, who 
 	return nil
 }
 
+// heldFair takes the fair lock name, with a claim window of window and a
+// 30s waiter timeout (so a waiter's own bounded re-check is far off), on a
+// Client of its own, and returns those options and the hold.
+func heldFair(t *testing.T, rdb redis.UniversalClient, name string, window time.Duration) ([]core.FairOption, *core.Lease) {
+	t.Helper()
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	return opts, mustLock(t, newLocks(t, rdb).FairMutex(name, opts...), context.Background())
+}
+
+// cutOffInLine puts a waiter of the fair lock name (with opts) in line on
+// a new Client whose link to Redis goes through the proxy at addr, which
+// the test then cuts: it must never get a lease (lockNoLease). cancel ends
+// its wait.
+func cutOffInLine(t *testing.T, addr, name string, opts []core.FairOption) (done <-chan error, cancel context.CancelFunc) {
+	t.Helper()
+	obs := &waitSignal{waiting: make(chan int, 16)}
+	c := newLocks(t, proxyClient(t, addr, 2*time.Second), core.WithObserver(obs))
+	ctx, cancel := context.WithCancel(context.Background())
+	done = lockNoLease(c.FairMutex(name, opts...), ctx)
+	waitInLine(t, obs)
+	return done, cancel
+}
+
 // inLine starts a Lock of the fair lock name (with opts) on a new Client
 // over rdb and returns once the waiter stands in line; its lease comes on
 // the channel returned.
@@ -115,20 +138,12 @@ func TestFairGrantWatchedByADueWaiterPassesOn(t *testing.T) {
 func checkDueWatcher(t *testing.T, name string) bool {
 	srv, rdb := single(t)
 	const window = 1500 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
-	ctx := context.Background()
-	h := newLocks(t, rdb)
-	held := mustLock(t, h.FairMutex(name, opts...), ctx)
-
+	opts, held := heldFair(t, rdb, name, window)
 	dGot := inLine(t, rdb, name, opts)
 
 	p := redistestProxy(t, srv.Addr())
-	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
-	aCtx, aCancel := context.WithCancel(ctx)
+	aDone, aCancel := cutOffInLine(t, p.Addr(), name, opts)
 	defer aCancel()
-	aDone := lockNoLease(a.FairMutex(name, opts...), aCtx)
-	waitInLine(t, obsA)
 
 	mustUnlock(t, held) // grants the lock to D, which claims it after window/3
 	lD := <-dGot
@@ -183,18 +198,12 @@ func checkDueWatcher(t *testing.T, name string) bool {
 func TestFairGrantWatcherLeavingTellsTheNext(t *testing.T) {
 	srv, rdb := single(t)
 	const name, window = "wl", 600 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	opts, held := heldFair(t, rdb, name, window)
 	ctx := context.Background()
-	h := newLocks(t, rdb)
-	held := mustLock(t, h.FairMutex(name, opts...), ctx)
 
 	p := redistestProxy(t, srv.Addr())
-	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
-	aCtx, aCancel := context.WithCancel(ctx)
+	aDone, aCancel := cutOffInLine(t, p.Addr(), name, opts)
 	defer aCancel()
-	aDone := lockNoLease(a.FairMutex(name, opts...), aCtx)
-	waitInLine(t, obsA)
 
 	obsB := &waitSignal{waiting: make(chan int, 16)}
 	b := newLocks(t, rdb, core.WithObserver(obsB))
@@ -237,11 +246,7 @@ func TestFairGrantWatcherLeavingTellsTheNext(t *testing.T) {
 func TestFairWaiterReplayedTryTellsNothing(t *testing.T) {
 	srv, rdb := single(t)
 	const name, window = "rp", 3 * time.Second
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
-	ctx := context.Background()
-	h := newLocks(t, rdb)
-	held := mustLock(t, h.FairMutex(name, opts...), ctx)
-
+	opts, held := heldFair(t, rdb, name, window)
 	dGot := inLine(t, rdb, name, opts)
 
 	p := redistestProxy(t, srv.Addr())
