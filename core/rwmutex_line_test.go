@@ -2,7 +2,9 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +63,16 @@ func TestRWReleaseGrantsTheNextWriter(t *testing.T) {
 	if n := scriptsRun(t, rdb, func() { mustUnlock(t, holder); l = ws[0].served(t) }); n != 1 {
 		t.Fatalf("scripts run for one handoff = %d, want 1 (the release, which grants the next writer)", n)
 	}
+	// The grant is marked unclaimed until its Client renews it (a third
+	// into the claim window).
+	if !rdb.HExists(ctx, "keylock:{writers}", ":g").Val() {
+		t.Error("the write grant is not marked unclaimed")
+	}
+	for deadline := time.Now().Add(core.DefaultFairClaimWindow); rdb.HExists(ctx, "keylock:{writers}", ":g").Val(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the write grant was not claimed within the claim window")
+		}
+	}
 	for _, w := range ws[1:] {
 		w.waiting(t)
 		mustUnlock(t, l)
@@ -99,13 +111,8 @@ func TestRWDeadGranteePassesOn(t *testing.T) {
 	srv, rdb := single(t)
 	ctx := ctxTimeout(t, 30*time.Second)
 	holder := mustLock(t, newLocks(t, srv.NewClient(t)).RWMutex("dead"), ctx)
-	// A writer whose process is gone: first in line, its place renewed for
-	// a minute, on a channel nobody listens to.
-	bg, now := context.Background(), time.Now()
-	rdb.RPush(bg, "keylock:{dead}:queue", "ghost")
-	rdb.ZAdd(bg, "keylock:{dead}:timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "ghost"})
-	rdb.ZAdd(bg, "keylock:{dead}:intents", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "ghost"})
-	rdb.HSet(bg, "keylock:{dead}:standing", "ghost", fmt.Sprintf("ghost|30000|nobody|w|%d", now.UnixMilli()))
+	ghostInLine(t, rdb, "dead")
+	bg := context.Background()
 	ws := lineUpCalls(t, srv, rdb, "dead", []string{"reader"}, func(_ int, c *core.Client, ctx context.Context) (*core.Lease, error) {
 		return c.RWMutex("dead").RLock(ctx)
 	})
@@ -119,4 +126,96 @@ func TestRWDeadGranteePassesOn(t *testing.T) {
 		t.Fatalf("served %s after a grant to a writer that is gone, want within the claim window (%s)", waited, limit)
 	}
 	mustUnlock(t, l)
+}
+
+// A waiter told to look again when an unclaimed write grant ends may give
+// up before then: its leave tells the next waiter on another Client
+// instead, so a grantee that is gone still holds the line up for one claim
+// window, not until a Client's next renewal of its places.
+func TestRWGrantWatcherLeavingTellsTheNext(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	const name = "watch"
+	holder := mustLock(t, newLocks(t, srv.NewClient(t)).RWMutex(name), ctx)
+	ghostInLine(t, rdb, name)
+
+	cCtx, cCancel := context.WithCancel(ctx)
+	defer cCancel()
+	cDone := make(chan error, 1)
+	c := newLocks(t, srv.NewClient(t))
+	go func() {
+		l, err := c.RWMutex(name).RLock(cCtx)
+		if err == nil {
+			err = errors.New("C got the lock, but gave up before the grant could pass")
+			_ = l.Unlock(context.Background())
+		}
+		cDone <- err
+	}()
+	waitLineLen(t, rdb, name, 2)
+	ws := lineUpCalls(t, srv, rdb, name, []string{"D"}, func(_ int, c *core.Client, ctx context.Context) (*core.Lease, error) {
+		return c.RWMutex(name).Lock(ctx)
+	})
+
+	notices := watchNotices(t, srv, name)
+	mustUnlock(t, holder) // granted to the ghost; C is told when the grant ends
+	released := time.Now()
+	if !rdb.HExists(ctx, "keylock:{"+name+"}", ":g").Val() {
+		t.Fatal("the write grant is not marked unclaimed")
+	}
+	awaitNotice(t, notices, "the grant's")
+	cCancel()
+	if err := <-cDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("C: %v, want context.Canceled", err)
+	}
+	awaitNotice(t, notices, "C's leave")
+	l := ws[0].served(t)
+	if waited, limit := time.Since(released), core.DefaultFairClaimWindow+time.Second; waited > limit {
+		t.Errorf("D served %s after the grant to a writer that is gone, want within the claim window (%s)", waited, limit)
+	}
+	mustUnlock(t, l)
+}
+
+// ghostInLine puts a writer whose process is gone first in name's line: its
+// place renewed for a minute, on a channel nobody listens to.
+func ghostInLine(t *testing.T, rdb *redis.Client, name string) {
+	t.Helper()
+	bg, now := context.Background(), time.Now()
+	base := "keylock:{" + name + "}"
+	until := float64(now.Add(time.Minute).UnixMilli())
+	rdb.RPush(bg, base+":queue", "ghost")
+	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: until, Member: "ghost"})
+	rdb.ZAdd(bg, base+":intents", redis.Z{Score: until, Member: "ghost"})
+	rdb.HSet(bg, base+":standing", "ghost", fmt.Sprintf("ghost|30000|nobody|w|%d", now.UnixMilli()))
+}
+
+// watchNotices subscribes to every waiter channel of the lock name and
+// sends on the returned channel each 'n' notice (look again when the
+// unclaimed grant ends) published there.
+func watchNotices(t *testing.T, srv *redistest.Server, name string) <-chan string {
+	t.Helper()
+	ps := srv.NewClient(t).PSubscribe(context.Background(), "keylock:{"+name+"}:ch:*")
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan string, 16)
+	go func() {
+		for m := range ps.Channel() {
+			if strings.HasPrefix(m.Payload, "n ") {
+				out <- m.Payload
+			}
+		}
+	}()
+	return out
+}
+
+// awaitNotice fails the test unless a notice comes on notices within a
+// second; what names the call that should have sent it.
+func awaitNotice(t *testing.T, notices <-chan string, what string) {
+	t.Helper()
+	select {
+	case <-notices:
+	case <-time.After(time.Second):
+		t.Fatalf("no waiter was told to look again after %s", what)
+	}
 }

@@ -8,9 +8,9 @@
 --   ':wd'   -> how many of its leases the client's watchdog renews
 --   ':fx'   -> the latest end (server ms) of its fixed-LeaseTime leases
 --   ':g'    -> while the hold is a grant its grantee has not claimed yet
---              (fair_release.lua): the tag of the grantee's Client's
---              channel; the first renewal (the claim, lib_renew.lua)
---              removes it
+--              (fair_release.lua, a write grant of lib_rw.lua): the tag
+--              of the grantee's Client's channel; the first renewal (the
+--              claim, lib_renew.lua) removes it
 -- While a watchdog lease is held the key lives on renewals; once only
 -- fixed leases are left, it lives until the last of them ends, not a
 -- watchdog timeout more.

@@ -15,7 +15,8 @@
 -- but itself reads, and nobody behind it. A waiter with the watchdog is
 -- granted its hold by the script that admits it (a new fencing token, a
 -- lease of the claim window, its attempt's record marked as the winner,
--- 'g <id> <token> <now> <lease>' pushed on its Client's channel); one with
+-- 'g <id> <token> <now> <lease>' pushed on its Client's channel; a write
+-- grant is marked unclaimed until its Client renews it, lib_hold.lua); one with
 -- a fixed LeaseTime, or a reader whose owner already reads, is woken
 -- ('w <id>') to take it itself.
 --
@@ -131,7 +132,7 @@ local function rw_admit(r, now, self)
       if wl then
         rw_grant(r, m, id, wl, tag, function(lease)
           local token = fence_next(r.fence, r.fence_ttl)
-          hold_take(r.writer, m, token, lease, '1', now)
+          hold_take(r.writer, m, token, lease, '1', now, tag or '')
           return token
         end, now, granted)
       else

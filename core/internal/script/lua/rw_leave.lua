@@ -25,5 +25,19 @@ local r = {
   fence_ttl = ARGV[4], claim = tonumber(ARGV[5]), record_ttl = tonumber(ARGV[6]), publish = ARGV[2],
 }
 rw_leave_line(r, ARGV[1])
-rw_admit(r, now_ms())
+local now = now_ms()
+rw_admit(r, now)
+-- While the write lock is a grant not yet claimed, the waiter leaving may
+-- be the one that was to look again when the grant ends (notify_head): the
+-- first waiter in line on another Client than the grantee's is told to
+-- instead (notify_watcher), so a gone grantee still holds the line up for
+-- one claim window.
+local g = redis.call('hget', r.writer, ':g')
+if g then
+  local _, _, tag = standing_parse(st)
+  local pttl = redis.call('pttl', r.writer)
+  if tag ~= g and pttl > 0 then
+    notify_watcher(r.queue, r.standing, r.ch, g, pttl, now, r.publish)
+  end
+end
 return 1
