@@ -18,6 +18,7 @@ var (
 	scriptSemSetPermits  = script.Register("sem_set_permits", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
 	scriptSemKeep        = script.Register("sem_keep", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
 	scriptSemAvailable   = script.Register("sem_available")
+	scriptSemLeave       = script.Register("sem_leave", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
 	errSemaphoreTooSmall = errors.New("keylock: more permits than the semaphore has")
 )
 
@@ -244,8 +245,7 @@ func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 }
 
 // abort resolves the acquisition (permits it won are given back, a late
-// copy refused), then takes the waiter out of the line (fair_leave.lua:
-// the waiter behind it is woken if no permit is held).
+// copy refused), then takes the waiter out of the line (sem_leave.lua).
 func (a semAttempt) abort(ctx context.Context, t try) error {
 	a.holder = t.id
 	if _, err := a.releaseAs(ctx, t.id, "1"); err != nil || t.final {
@@ -255,7 +255,7 @@ func (a semAttempt) abort(ctx context.Context, t try) error {
 	if err != nil {
 		return err
 	}
-	return scriptFairLeave.Run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix, a.standing}, t.id, pub, t.id).Err()
+	return scriptSemLeave.Run(ctx, a.c.rdb, a.scriptKeys(), a.scriptArgs(pub, a.permits, t.id, t.id)...).Err()
 }
 
 // A semaphore's holder id is unique to one acquisition: it names the hold,

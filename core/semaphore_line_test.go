@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +123,16 @@ func TestSemaphoreReleaseAdmitsTheNextInLine(t *testing.T) {
 	if n := scriptsRun(t, rdb, func() { mustUnlock(t, a); l = ws[0].served(t) }); n != 1 {
 		t.Fatalf("scripts run for one permit given back = %d, want 1 (the release, which grants the next waiter)", n)
 	}
+	// The grant is marked unclaimed until its Client renews it (a third
+	// into the claim window).
+	if n := unclaimedMarks(t, rdb, "line"); n != 1 {
+		t.Errorf("%d grants marked unclaimed, want 1", n)
+	}
+	for deadline := time.Now().Add(core.DefaultFairClaimWindow); unclaimedMarks(t, rdb, "line") > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the grant was not claimed within the claim window")
+		}
+	}
 	for _, w := range ws[1:] {
 		w.waiting(t)
 	}
@@ -210,9 +221,7 @@ func TestSemaphoreDeadGranteePassesOn(t *testing.T) {
 	// A waiter whose process is gone: in line, its place renewed for a
 	// minute, on a channel nobody listens to.
 	bg := context.Background()
-	rdb.RPush(bg, "keylock:{dead}:queue", "ghost")
-	rdb.ZAdd(bg, "keylock:{dead}:timeouts", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "ghost"})
-	rdb.HSet(bg, "keylock:{dead}:standing", "ghost", fmt.Sprintf("ghost|30000|nobody|s1|%d|ghost-owner", time.Now().UnixMilli()))
+	semGhostInLine(t, rdb, "dead")
 	ws := semLine(t, srv, rdb, "dead", 1, []int{1})
 	mustUnlock(t, a) // granted to the ghost
 	if n := rdb.HExists(bg, "keylock:{dead}", "ghost").Val(); !n {
@@ -225,6 +234,69 @@ func TestSemaphoreDeadGranteePassesOn(t *testing.T) {
 		t.Fatalf("served %s after a grant to a waiter that is gone, want within the claim window (%s): the release tells the next in line when it ends", waited, limit)
 	}
 	t.Logf("served %s after the grant to a dead waiter", waited.Round(time.Millisecond))
+	mustUnlock(t, l)
+}
+
+// unclaimedMarks counts the semaphore name's grants marked unclaimed.
+func unclaimedMarks(t *testing.T, rdb *redis.Client, name string) int {
+	t.Helper()
+	fields, err := rdb.HKeys(context.Background(), "keylock:{"+name+"}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range fields {
+		if strings.HasPrefix(f, ":g:") {
+			n++
+		}
+	}
+	return n
+}
+
+// semGhostInLine puts a waiter for one permit whose process is gone in
+// the semaphore name's line: its place renewed for a minute, on a channel
+// nobody listens to.
+func semGhostInLine(t *testing.T, rdb *redis.Client, name string) {
+	t.Helper()
+	bg, now := context.Background(), time.Now()
+	base := "keylock:{" + name + "}"
+	rdb.RPush(bg, base+":queue", "ghost")
+	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "ghost"})
+	rdb.HSet(bg, base+":standing", "ghost", fmt.Sprintf("ghost|30000|nobody|s1|%d|ghost-owner", now.UnixMilli()))
+}
+
+// A waiter told to look again when an unclaimed grant of permits ends may
+// give up before then: its leave tells the next waiter on another Client
+// instead, so a grantee that is gone still holds the line up for one
+// claim window, not until a Client's next renewal of its places.
+func TestSemaphoreGrantWatcherLeavingTellsTheNext(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	const name = "swatch"
+	holder := mustLock(t, newLocks(t, srv.NewClient(t)).Semaphore(name, 1), ctx)
+	semGhostInLine(t, rdb, name)
+
+	cCtx, cCancel := context.WithCancel(ctx)
+	defer cCancel()
+	c := newLocks(t, srv.NewClient(t))
+	cDone := lockNoLease(c.Semaphore(name, 1), cCtx)
+	waitLineLen(t, rdb, name, 2)
+	ws := semLine(t, srv, rdb, name, 1, []int{1})
+
+	notices := watchNotices(t, srv, name)
+	mustUnlock(t, holder) // granted to the ghost; C is told when the grant ends
+	released := time.Now()
+	if !rdb.HExists(ctx, "keylock:{"+name+"}", ":g:ghost").Val() {
+		t.Fatal("the grant is not marked unclaimed")
+	}
+	awaitNotice(t, notices, "the grant's")
+	cCancel()
+	cancelledOnly(t, cDone)
+	awaitNotice(t, notices, "C's leave")
+	l := ws[0].served(t)
+	if waited, limit := time.Since(released), core.DefaultFairClaimWindow+time.Second; waited > limit {
+		t.Errorf("D served %s after the grant to a waiter that is gone, want within the claim window (%s)", waited, limit)
+	}
 	mustUnlock(t, l)
 }
 

@@ -6,7 +6,8 @@
 -- and a hash (holder -> its hold count or permits, ':'..holder -> its
 -- fencing token where kept, ':w:'..holder and ':f:'..holder -> how many of
 -- a reader's leases the watchdog renews and the end of its last fixed
--- lease), so each holder's lease is its own: a crashed holder is pruned
+-- lease, ':g:'..holder while a semaphore's grant is not claimed yet,
+-- lib_sem.lua), so each holder's lease is its own: a crashed holder is pruned
 -- once its deadline passes, whatever the others do.
 
 -- prune_expired drops the holders of zset/hash whose deadline has passed.
@@ -14,7 +15,7 @@ local function prune_expired(zset, hash, now)
   local dead = redis.call('zrangebyscore', zset, '-inf', now)
   for _, holder in ipairs(dead) do
     redis.call('zrem', zset, holder)
-    redis.call('hdel', hash, holder, ':' .. holder, ':w:' .. holder, ':f:' .. holder)
+    redis.call('hdel', hash, holder, ':' .. holder, ':w:' .. holder, ':f:' .. holder, ':g:' .. holder)
   end
 end
 

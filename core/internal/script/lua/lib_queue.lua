@@ -190,14 +190,14 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
   end
 end
 
--- notify_watcher runs when a waiter left the line while the lock is held
--- by a grant not yet claimed, of ms more, to the Client tagged gtag: the
--- first waiter in line on another Client (within notify_reach), which may
--- be a new one, is told to look again when the grant ends (tell_when), so
--- a gone grantee still holds the line up for one claim window. Unlike
--- notify_head, it cuts no place: the grant's own call did, and the
--- grantee's Client may have renewed them since.
-local function notify_watcher(queue, standing, ch_prefix, gtag, ms, now, publish)
+-- notify_watcher runs when a waiter left the line while grants not yet
+-- claimed, the first of which ends in ms, hold the lock (or permits) for
+-- the Clients tagged gtags (a set): the first waiter in line on another
+-- Client (within notify_reach), which may be a new one, is told to look
+-- again then (tell_when), so a gone grantee still holds the line up for
+-- one claim window. Unlike notify_head, it cuts no place: the grant's own
+-- call did, and the grantee's Client may have renewed them since.
+local function notify_watcher(queue, standing, ch_prefix, gtags, ms, now, publish)
   local members = redis.call('lrange', queue, 0, notify_reach - 1)
   if #members == 0 then
     return
@@ -212,7 +212,7 @@ local function notify_watcher(queue, standing, ch_prefix, gtag, ms, now, publish
     if not (id and tag) then
       return
     end
-    if tag ~= gtag then
+    if not gtags[tag] then
       tell_when(ch_prefix, st, id, tag, ms, now, publish)
       return
     end

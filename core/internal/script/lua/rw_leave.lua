@@ -37,7 +37,7 @@ if g then
   local _, _, tag = standing_parse(st)
   local pttl = redis.call('pttl', r.writer)
   if tag ~= g and pttl > 0 then
-    notify_watcher(r.queue, r.standing, r.ch, g, pttl, now, r.publish)
+    notify_watcher(r.queue, r.standing, r.ch, {[g] = true}, pttl, now, r.publish)
   end
 end
 return 1
