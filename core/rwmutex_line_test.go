@@ -2,7 +2,6 @@ package core_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -111,7 +110,7 @@ func TestRWDeadGranteePassesOn(t *testing.T) {
 	srv, rdb := single(t)
 	ctx := ctxTimeout(t, 30*time.Second)
 	holder := mustLock(t, newLocks(t, srv.NewClient(t)).RWMutex("dead"), ctx)
-	ghostInLine(t, rdb, "dead")
+	ghostInLine(t, rdb, "dead", "w")
 	bg := context.Background()
 	ws := lineUpCalls(t, srv, rdb, "dead", []string{"reader"}, func(_ int, c *core.Client, ctx context.Context) (*core.Lease, error) {
 		return c.RWMutex("dead").RLock(ctx)
@@ -128,29 +127,27 @@ func TestRWDeadGranteePassesOn(t *testing.T) {
 	mustUnlock(t, l)
 }
 
-// A waiter told to look again when an unclaimed write grant ends may give
-// up before then: its leave tells the next waiter on another Client
-// instead, so a grantee that is gone still holds the line up for one claim
-// window, not until a Client's next renewal of its places.
+// A waiter told to look again when an unclaimed grant ends may give up
+// before then: its leave tells the next waiter on another Client instead,
+// so a grantee that is gone still holds the line up for one claim window,
+// not until a Client's next renewal of its places. For a write grant and
+// for a read grant (the waiter behind it a writer).
 func TestRWGrantWatcherLeavingTellsTheNext(t *testing.T) {
+	for _, side := range []string{"w", "r"} {
+		t.Run(side, func(t *testing.T) { checkRWWatcherLeaving(t, side) })
+	}
+}
+
+func checkRWWatcherLeaving(t *testing.T, side string) {
 	srv, rdb := single(t)
 	ctx := ctxTimeout(t, 30*time.Second)
-	const name = "watch"
+	name := "watch-" + side
 	holder := mustLock(t, newLocks(t, srv.NewClient(t)).RWMutex(name), ctx)
-	ghostInLine(t, rdb, name)
+	mark := ghostInLine(t, rdb, name, side)
 
 	cCtx, cCancel := context.WithCancel(ctx)
 	defer cCancel()
-	cDone := make(chan error, 1)
-	c := newLocks(t, srv.NewClient(t))
-	go func() {
-		l, err := c.RWMutex(name).RLock(cCtx)
-		if err == nil {
-			err = errors.New("C got the lock, but gave up before the grant could pass")
-			_ = l.Unlock(context.Background())
-		}
-		cDone <- err
-	}()
+	cDone := lockNoLease(newLocks(t, srv.NewClient(t)).RWMutex(name), cCtx)
 	waitLineLen(t, rdb, name, 2)
 	ws := lineUpCalls(t, srv, rdb, name, []string{"D"}, func(_ int, c *core.Client, ctx context.Context) (*core.Lease, error) {
 		return c.RWMutex(name).Lock(ctx)
@@ -159,33 +156,39 @@ func TestRWGrantWatcherLeavingTellsTheNext(t *testing.T) {
 	notices := watchNotices(t, srv, name)
 	mustUnlock(t, holder) // granted to the ghost; C is told when the grant ends
 	released := time.Now()
-	if !rdb.HExists(ctx, "keylock:{"+name+"}", ":g").Val() {
-		t.Fatal("the write grant is not marked unclaimed")
+	if !rdb.HExists(ctx, mark[0], mark[1]).Val() {
+		t.Fatalf("the grant is not marked unclaimed (%s in %s)", mark[1], mark[0])
 	}
 	awaitNotice(t, notices, "the grant's")
 	cCancel()
-	if err := <-cDone; !errors.Is(err, context.Canceled) {
-		t.Fatalf("C: %v, want context.Canceled", err)
-	}
+	cancelledOnly(t, cDone)
 	awaitNotice(t, notices, "C's leave")
 	l := ws[0].served(t)
 	if waited, limit := time.Since(released), core.DefaultFairClaimWindow+time.Second; waited > limit {
-		t.Errorf("D served %s after the grant to a writer that is gone, want within the claim window (%s)", waited, limit)
+		t.Errorf("D served %s after the grant to a waiter that is gone, want within the claim window (%s)", waited, limit)
 	}
 	mustUnlock(t, l)
 }
 
-// ghostInLine puts a writer whose process is gone first in name's line: its
-// place renewed for a minute, on a channel nobody listens to.
-func ghostInLine(t *testing.T, rdb *redis.Client, name string) {
+// ghostInLine puts a waiter whose process is gone first in name's line, a
+// writer (side "w") or a reader ("r"): its place renewed for a minute, on
+// a channel nobody listens to. It returns the key and field that mark its
+// grant unclaimed.
+func ghostInLine(t *testing.T, rdb *redis.Client, name, side string) [2]string {
 	t.Helper()
 	bg, now := context.Background(), time.Now()
 	base := "keylock:{" + name + "}"
 	until := float64(now.Add(time.Minute).UnixMilli())
-	rdb.RPush(bg, base+":queue", "ghost")
-	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: until, Member: "ghost"})
-	rdb.ZAdd(bg, base+":intents", redis.Z{Score: until, Member: "ghost"})
-	rdb.HSet(bg, base+":standing", "ghost", fmt.Sprintf("ghost|30000|nobody|w|%d", now.UnixMilli()))
+	member, mark := "ghost", [2]string{base, ":g"}
+	if side == "r" {
+		member, mark = ":r:ghost", [2]string{base + ":rcount", "::g:ghost"}
+	} else {
+		rdb.ZAdd(bg, base+":intents", redis.Z{Score: until, Member: member})
+	}
+	rdb.RPush(bg, base+":queue", member)
+	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: until, Member: member})
+	rdb.HSet(bg, base+":standing", member, fmt.Sprintf("ghost|30000|nobody|%s|%d", side, now.UnixMilli()))
+	return mark
 }
 
 // watchNotices subscribes to every waiter channel of the lock name and

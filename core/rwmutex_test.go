@@ -231,3 +231,30 @@ func TestRWWriterThatGivesUpLetsReadersIn(t *testing.T) {
 	mustUnlock(t, r2)
 	mustUnlock(t, r)
 }
+
+// A reader's bookkeeping never lands on another reader's fields, whatever
+// the owner ids: the readers 'w:x', 'f:x' and 'g:x' beside a reader 'x'
+// that holds a watchdog read and a fixed-lease one keep their reads
+// through renewals and release them cleanly.
+func TestRWReaderOwnerIDsDoNotCollide(t *testing.T) {
+	_, rdb := single(t)
+	rw := newLocks(t, rdb, core.WithWatchdogTimeout(900*time.Millisecond)).RWMutex("ids")
+	bg := context.Background()
+	var leases []*core.Lease
+	for _, owner := range []string{"w:x", "f:x", "g:x", "x"} {
+		leases = append(leases, mustLock(t, rw.RLocker(), core.WithOwner(bg, owner)))
+	}
+	leases = append(leases, mustLock(t, rw.RLocker(), core.WithOwner(bg, "x"), core.LeaseTime(5*time.Second)))
+	time.Sleep(2 * time.Second) // two renewals of each watchdog read
+	for _, l := range leases {
+		if err := l.Context().Err(); err != nil {
+			t.Errorf("%s lost its read: %v", l.Owner(), context.Cause(l.Context()))
+		}
+		if err := l.Unlock(bg); err != nil {
+			t.Errorf("Unlock of %s's read: %v", l.Owner(), err)
+		}
+	}
+	if n := rdb.Exists(bg, "keylock:{ids}:readers", "keylock:{ids}:rcount").Val(); n != 0 {
+		t.Errorf("%d of the readers' keys left after every read was released", n)
+	}
+}

@@ -246,7 +246,7 @@ func unclaimedMarks(t *testing.T, rdb *redis.Client, name string) int {
 	}
 	n := 0
 	for _, f := range fields {
-		if strings.HasPrefix(f, ":g:") {
+		if strings.HasPrefix(f, "::g:") {
 			n++
 		}
 	}
@@ -286,7 +286,7 @@ func TestSemaphoreGrantWatcherLeavingTellsTheNext(t *testing.T) {
 	notices := watchNotices(t, srv, name)
 	mustUnlock(t, holder) // granted to the ghost; C is told when the grant ends
 	released := time.Now()
-	if !rdb.HExists(ctx, "keylock:{"+name+"}", ":g:ghost").Val() {
+	if !rdb.HExists(ctx, "keylock:{"+name+"}", "::g:ghost").Val() {
 		t.Fatal("the grant is not marked unclaimed")
 	}
 	awaitNotice(t, notices, "the grant's")

@@ -9,7 +9,7 @@
 -- ARGV[2]  the hold's fencing token ('0': the holder id alone names it)
 -- ARGV[3]  the lease wanted from now, in milliseconds
 -- ARGV[4]  receipt TTL in milliseconds
--- ARGV[5]  '1': keep the reader's fixed-lease end (':f:'..holder, lib_lease)
+-- ARGV[5]  '1': keep the reader's fixed-lease end (book('f', holder), lib_lease)
 --
 -- Returns ms > 0  the holder's remaining lease (at least ARGV[3])
 --         -1      the holder no longer holds (lost): nothing done
@@ -33,9 +33,9 @@ end
 keep_for(KEYS[1], dl - now)
 keep_for(KEYS[2], dl - now)
 if ARGV[5] == '1' then
-  local f = tonumber(redis.call('hget', KEYS[2], ':f:' .. ARGV[1]) or 0)
+  local f = tonumber(redis.call('hget', KEYS[2], book('f', ARGV[1])) or 0)
   if target > f then
-    redis.call('hset', KEYS[2], ':f:' .. ARGV[1], target)
+    redis.call('hset', KEYS[2], book('f', ARGV[1]), target)
   end
 end
 redis.call('set', KEYS[3], dl - now, 'px', ARGV[4])

@@ -29,18 +29,19 @@ end
 -- the hold), now being the server clock in ms: 1 when it still holds (its
 -- deadline now at least now + lease), 0 when it does not or its lease
 -- already ran out (lost). The first renewal of a semaphore's grant is its
--- claim: the holder is no longer marked unclaimed (':g:'..holder).
+-- claim: the holder is no longer marked unclaimed (book('g', holder),
+-- lib_lease.lua).
 local function renew_holder(zset, hash, holder, token, lease, now)
   local dl = redis.call('zscore', zset, holder)
   if (not dl) or tonumber(dl) <= now then
     return 0
   end
-  local v = redis.call('hmget', hash, holder, ':' .. holder, ':g:' .. holder)
+  local v = redis.call('hmget', hash, holder, ':' .. holder, book('g', holder))
   if (not v[1]) or (token ~= '0' and v[2] ~= token) then
     return 0
   end
   if v[3] then
-    redis.call('hdel', hash, ':g:' .. holder)
+    redis.call('hdel', hash, book('g', holder))
   end
   if lease > 0 then
     redis.call('zadd', zset, 'GT', now + lease, holder) -- extend, never shorten

@@ -15,8 +15,8 @@
 -- but itself reads, and nobody behind it. A waiter with the watchdog is
 -- granted its hold by the script that admits it (a new fencing token, a
 -- lease of the claim window, its attempt's record marked as the winner,
--- 'g <id> <token> <now> <lease>' pushed on its Client's channel; a write
--- grant is marked unclaimed until its Client renews it, lib_hold.lua); one with
+-- 'g <id> <token> <now> <lease>' pushed on its Client's channel; the
+-- grant is marked unclaimed until its Client renews it); one with
 -- a fixed LeaseTime, or a reader whose owner already reads, is woken
 -- ('w <id>') to take it itself.
 --
@@ -60,10 +60,16 @@ local function rw_join(r, member, st, writer, wt, now)
 end
 
 -- read_take makes owner a reader (count 1, its own lease of lease ms and
--- a new fencing token) and returns the token.
-local function read_take(r, owner, lease, watchdog, now)
+-- a new fencing token) and returns the token; grant, if given, marks the
+-- read as a grant not yet claimed (book('g', owner) -> the tag of the
+-- grantee's Client's channel, lib_lease.lua) until its first renewal.
+local function read_take(r, owner, lease, watchdog, now, grant)
   local token = fence_next(r.fence, r.fence_ttl)
-  redis.call('hset', r.rcount, owner, 1, ':' .. owner, token)
+  if grant then
+    redis.call('hset', r.rcount, owner, 1, ':' .. owner, token, book('g', owner), grant)
+  else
+    redis.call('hset', r.rcount, owner, 1, ':' .. owner, token)
+  end
   count_holder_lease(r.rcount, owner, watchdog, lease, now)
   redis.call('zadd', r.readers, now + lease, owner)
   keep_for(r.readers, lease)
@@ -146,7 +152,7 @@ local function rw_admit(r, now, self)
         readers, took = readers + 1, true
       elseif wl and redis.call('hexists', r.rcount, owner) == 0 then
         if rw_grant(r, m, id, wl, tag, function(lease)
-          return read_take(r, owner, lease, '1', now)
+          return read_take(r, owner, lease, '1', now, tag or '')
         end, now, granted) then
           readers = readers + 1
         end

@@ -19,7 +19,7 @@
 -- take them itself; the pass counts its permits as taken, so one release
 -- wakes no more such waiters than its permits can serve.
 --
--- A grant's holder is marked unclaimed (':g:'..holder in the holders hash)
+-- A grant's holder is marked unclaimed (book('g', holder), lib_lease.lua)
 -- until its Client renews it; a waiter told to look again when the grant
 -- ends that gives up before then hands that on (sem_leave.lua).
 --
@@ -80,25 +80,6 @@ local function sem_free(s)
   return sem_size(s) - used
 end
 
--- sem_unclaimed reads the grants not yet claimed whose lease has not run
--- out: the set of their Clients' tags and when the first of them ends (ms
--- from now; nil when there is none).
-local function sem_unclaimed(s, now)
-  local tags, first = {}, nil
-  local kv = redis.call('hgetall', s.holders)
-  for i = 1, #kv, 2 do
-    local holder = string.match(kv[i], '^:g:(.*)$')
-    local dl = holder and tonumber(redis.call('zscore', s.expiry, holder))
-    if dl and dl > now then
-      tags[kv[i + 1]] = true
-      if not first or dl - now < first then
-        first = dl - now
-      end
-    end
-  end
-  return tags, first
-end
-
 -- sem_wants reads the permits a standing value asks for (nil: not a
 -- semaphore waiter's) and the waiter's owner id.
 local function sem_wants(st)
@@ -116,12 +97,12 @@ end
 
 -- sem_take gives holder (owner's) n permits for lease ms and returns the
 -- new fencing token; grant, if given, marks them as a grant not yet
--- claimed (':g:'..holder -> the tag of the grantee's Client's channel),
+-- claimed (book('g', holder) -> the tag of the grantee's Client's channel),
 -- until the first renewal of the holder (its claim, lib_renew.lua).
 local function sem_take(s, holder, owner, n, lease, now, grant)
   local token = fence_next(s.fence, s.fence_ttl)
   if grant then
-    redis.call('hset', s.holders, holder, n, ':' .. holder, owner, ':g:' .. holder, grant)
+    redis.call('hset', s.holders, holder, n, ':' .. holder, owner, book('g', holder), grant)
   else
     redis.call('hset', s.holders, holder, n, ':' .. holder, owner)
   end

@@ -27,17 +27,18 @@ local r = {
 rw_leave_line(r, ARGV[1])
 local now = now_ms()
 rw_admit(r, now)
--- While the write lock is a grant not yet claimed, the waiter leaving may
--- be the one that was to look again when the grant ends (notify_head): the
--- first waiter in line on another Client than the grantee's is told to
--- instead (notify_watcher), so a gone grantee still holds the line up for
--- one claim window.
+-- While the lock is held by grants not yet claimed (a write grant, or read
+-- grants), the waiter leaving may be the one that was to look again when
+-- they end (notify_head): the first waiter in line on another Client than
+-- the grantees' is told to instead (notify_watcher), so a gone grantee
+-- still holds the line up for one claim window.
+local tags, first = unclaimed(r.readers, r.rcount, now)
 local g = redis.call('hget', r.writer, ':g')
-if g then
-  local _, _, tag = standing_parse(st)
-  local pttl = redis.call('pttl', r.writer)
-  if tag ~= g and pttl > 0 then
-    notify_watcher(r.queue, r.standing, r.ch, {[g] = true}, pttl, now, r.publish)
-  end
+local pttl = g and redis.call('pttl', r.writer)
+if pttl and pttl > 0 then
+  tags[g], first = true, pttl
+end
+if first then
+  notify_watcher(r.queue, r.standing, r.ch, tags, first, now, r.publish)
 end
 return 1

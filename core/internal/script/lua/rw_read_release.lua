@@ -40,7 +40,7 @@ if n > 0 then
   -- The reader keeps the lease its remaining leases need: at least the
   -- watchdog lease while one of them is renewed, else until the end of the
   -- last fixed one.
-  local wk, fk = ':w:' .. ARGV[1], ':f:' .. ARGV[1]
+  local wk, fk = book('w', ARGV[1]), book('f', ARGV[1])
   local w = tonumber(redis.call('hget', KEYS[2], wk) or 0)
   if ARGV[7] == '1' and w > 0 then
     w = redis.call('hincrby', KEYS[2], wk, -1)
@@ -56,7 +56,7 @@ if n > 0 then
     redis.call('zadd', KEYS[1], 'XX', now, ARGV[1]) -- its fixed leases have ended
   end
 else
-  redis.call('hdel', KEYS[2], ARGV[1], ':' .. ARGV[1], ':w:' .. ARGV[1], ':f:' .. ARGV[1])
+  redis.call('hdel', KEYS[2], ARGV[1], ':' .. ARGV[1], book('w', ARGV[1]), book('f', ARGV[1]), book('g', ARGV[1]))
   redis.call('zrem', KEYS[1], ARGV[1])
   rw_admit({
     writer = KEYS[4], readers = KEYS[1], rcount = KEYS[2], intents = KEYS[5], fence = KEYS[6],

@@ -32,7 +32,7 @@ end
 local now = now_ms()
 prune_expired(s.expiry, s.holders, now)
 sem_admit(s, now)
-local tags, first = sem_unclaimed(s, now)
+local tags, first = unclaimed(s.expiry, s.holders, now)
 if first then
   notify_watcher(s.queue, s.standing, s.ch, tags, first, now, s.publish)
 end

@@ -25,7 +25,7 @@ local n = redis.call('hget', s.holders, holder)
 if not n then
   return release_refused(KEYS[9], ARGV[7])
 end
-redis.call('hdel', s.holders, holder, ':' .. holder, ':g:' .. holder)
+redis.call('hdel', s.holders, holder, ':' .. holder, book('g', holder))
 redis.call('zrem', s.expiry, holder)
 local now = now_ms()
 prune_expired(s.expiry, s.holders, now)
