@@ -146,6 +146,9 @@ func (r *run) classify(earlier, later *section) Class {
 		return ClassDOA
 	case r.pausedNear(earlier.pid, max(earlier.enter, later.enter-int64(PauseGrace)), later.enter):
 		return ClassPaused
+	case later.told != 0 && later.told-later.enter <= int64(LostAtEntry) && strings.Contains(later.cause, "lost") &&
+		(r.pausedNear(later.pid, later.call, later.enter) || r.starvedNear(later.pid, later.call, later.enter)):
+		return ClassPausedInLock
 	case r.starvedNear(earlier.pid, max(earlier.enter, later.enter-int64(StarveGrace)), later.enter):
 		return ClassStarved
 	case r.lostInRestart(earlier.enter, later.enter):

@@ -637,6 +637,29 @@ func TestDeadOnArrivalAfterAPauseIsNotAFinding(t *testing.T) {
 	}
 }
 
+// A Lock whose process was stopped after it checked the lease's deadline
+// hands the lease out once the process runs again, and the lease is told
+// lost at once: the paused process's limit, not a violation — but only
+// with the pause, and only when told at once.
+func TestLaterHolderPausedInLockIsNotAFinding(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 40, 100)
+	l.cs(2, "m", mutex, 0, 50, 60, told(51.3))
+	l.add(event.Record{Ev: event.Pause, PID: 2, T0: ms(1), T1: ms(49.8)})
+	onlyClass(t, l.check(t).Overlaps, ClassPausedInLock)
+
+	var m logs // no pause: a violation
+	m.cs(1, "m", mutex, 0, 40, 100)
+	m.cs(2, "m", mutex, 0, 50, 60, told(51.3))
+	onlyClass(t, m.check(t).Overlaps, ClassViolation)
+
+	var n logs // paused, but told only later: a violation
+	n.cs(1, "m", mutex, 0, 40, 100)
+	n.cs(2, "m", mutex, 0, 50, 90, told(80))
+	n.add(event.Record{Ev: event.Pause, PID: 2, T0: ms(1), T1: ms(49.8)})
+	onlyClass(t, n.check(t).Overlaps, ClassViolation)
+}
+
 func TestViolationCarriesItsEvidence(t *testing.T) {
 	var l logs
 	l.cs(1, "m", mutex, 0, 1, 50, token(5))

@@ -25,6 +25,13 @@ const (
 	// ClassPaused: the earlier holder's process was stopped (SIGSTOP) then,
 	// so it could not be told in time. A documented limit.
 	ClassPaused Class = "paused process"
+	// ClassPausedInLock: the later holder's process was stopped or starved
+	// while its Lock ran, and its lease context was cancelled (lost) within
+	// LostAtEntry of Lock returning: Lock checked the lease's deadline
+	// before the pause, the caller got it after, and the lease's timer
+	// fired as the process ran again. The documented limit of a paused
+	// process, on the acquiring side (a fencing token tells it apart).
+	ClassPausedInLock Class = "later holder paused in Lock, told at once"
 	// ClassStarved: the earlier holder's process was not running when the
 	// later holder entered, or until StarveGrace before (its own ticker
 	// came late: CPU starvation, a GC pause), so its lease timer could not
@@ -44,7 +51,7 @@ const (
 	ClassViolation Class = "earlier holder not told"
 )
 
-var classes = []Class{ClassViolation, ClassTold, ClassDOA, ClassPaused, ClassStarved, ClassRestart, ClassForced}
+var classes = []Class{ClassViolation, ClassTold, ClassDOA, ClassPaused, ClassPausedInLock, ClassStarved, ClassRestart, ClassForced}
 
 // Overlap is two holders of one lock inside at once (at least one of them
 // exclusive), or one admission past a semaphore's permits (Later is the
