@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,17 +32,22 @@ func standingDue(t *testing.T, rdb *redis.Client, name string) map[string]int64 
 	out := make(map[string]int64, len(all))
 	for owner, st := range all {
 		f := strings.Split(st, "|")
-		if len(f) >= 7 {
+		out[owner] = 0
+		switch {
+		case len(f) >= 5 && strings.HasPrefix(f[3], "s"): // since;due;try
+			if p := strings.Split(f[4], ";"); len(p) == 3 {
+				out[owner], _ = strconv.ParseInt(p[1], 10, 64)
+			}
+		case len(f) >= 7:
 			out[owner], _ = strconv.ParseInt(f[6], 10, 64)
-		} else {
-			out[owner] = 0
 		}
 	}
 	return out
 }
 
-// lockNoLease starts a Lock of l under ctx for a waiter whose Client is
-// cut off before any grant could reach it: it must never return a lease.
+// lockNoLease starts a Lock of l under ctx for a waiter that must never
+// get a lease: its Client is cut off before any grant could reach it, or
+// it gives up before its turn.
 // The error it ends with is sent on the channel returned (a lease, given
 // back at once, is an error).
 func lockNoLease(l core.Locker, ctx context.Context) <-chan error {
@@ -49,7 +55,7 @@ func lockNoLease(l core.Locker, ctx context.Context) <-chan error {
 	go func() {
 		lease, err := l.Lock(ctx)
 		if err == nil {
-			err = errors.New("a cut-off waiter got a lease")
+			err = errors.New("a waiter that must not get the lock got a lease")
 			_ = lease.Unlock(context.Background())
 		}
 		done <- err
@@ -97,10 +103,16 @@ func heldFair(t *testing.T, rdb redis.UniversalClient, name string, window time.
 // its wait.
 func cutOffInLine(t *testing.T, addr, name string, opts []core.FairOption) (done <-chan error, cancel context.CancelFunc) {
 	t.Helper()
+	return cutOffWaiter(t, addr, func(c *core.Client) core.Locker { return c.FairMutex(name, opts...) })
+}
+
+// cutOffWaiter is cutOffInLine for the lock that lock returns on a Client.
+func cutOffWaiter(t *testing.T, addr string, lock func(*core.Client) core.Locker) (done <-chan error, cancel context.CancelFunc) {
+	t.Helper()
 	obs := &waitSignal{waiting: make(chan int, 16)}
 	c := newLocks(t, proxyClient(t, addr, 2*time.Second), core.WithObserver(obs))
 	ctx, cancel := context.WithCancel(context.Background())
-	done = lockNoLease(c.FairMutex(name, opts...), ctx)
+	done = lockNoLease(lock(c), ctx)
 	waitInLine(t, obs)
 	return done, cancel
 }
@@ -110,9 +122,15 @@ func cutOffInLine(t *testing.T, addr, name string, opts []core.FairOption) (done
 // the channel returned.
 func inLine(t *testing.T, rdb redis.UniversalClient, name string, opts []core.FairOption) <-chan *core.Lease {
 	t.Helper()
+	return waiterInLine(t, rdb, func(c *core.Client) core.Locker { return c.FairMutex(name, opts...) })
+}
+
+// waiterInLine is inLine for the lock that lock returns on a Client.
+func waiterInLine(t *testing.T, rdb redis.UniversalClient, lock func(*core.Client) core.Locker) <-chan *core.Lease {
+	t.Helper()
 	obs := &waitSignal{waiting: make(chan int, 16)}
 	c := newLocks(t, rdb, core.WithObserver(obs))
-	got := lockLater(t, c.FairMutex(name, opts...), context.Background())
+	got := lockLater(t, lock(c), context.Background())
 	waitInLine(t, obs)
 	return got
 }
@@ -238,6 +256,134 @@ func TestFairGrantWatcherLeavingTellsTheNext(t *testing.T) {
 	cancelledOnly(t, aDone)
 }
 
+// A waiter due to look again when an unclaimed grant ends is skipped by
+// the next grant's notice; when it looks again, another unclaimed grant
+// (to a Client that is gone) holds the lock, and the line has grown long
+// behind it. It is given a re-check at that grant's end as well — it is
+// among the first in line, where a grant looks for the waiter to tell —
+// so it gets the lock about one claim window after that grant, past the
+// gone Client's place ahead of it, not at its own bounded re-check.
+func TestFairDueWaiterInALongLineLooksAgainAtTheNextGrantsEnd(t *testing.T) {
+	for run := range 3 {
+		if checkDueInLongLine(t, "long"+strconv.Itoa(run)) {
+			return
+		}
+	}
+	t.Fatal("in 3 runs, the waiter never joined before the grant was claimed")
+}
+
+// checkDueInLongLine runs TestFairDueWaiterInALongLineLooksAgainAtTheNextGrantsEnd
+// on the lock name; false when the waiter joined too late for the run to
+// check anything.
+func checkDueInLongLine(t *testing.T, name string) bool {
+	srv, rdb := single(t)
+	const window = 1500 * time.Millisecond
+	opts, held := heldFair(t, rdb, name, window)
+	dGot := inLine(t, rdb, name, opts)
+	p := redistestProxy(t, srv.Addr())
+	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second))
+	aCtx, aCancel := context.WithCancel(context.Background())
+	defer aCancel()
+	a1 := lockNoLease(a.FairMutex(name, opts...), core.WithOwner(aCtx, "a1"))
+	waitLineLen(t, rdb, name, 2)
+	a2 := lockNoLease(a.FairMutex(name, opts...), core.WithOwner(aCtx, "a2"))
+	waitLineLen(t, rdb, name, 3)
+
+	mustUnlock(t, held) // grants the lock to D, which claims it after window/3
+	lD := awaitLease(t, dGot, 10*time.Second, "D")
+	bGot := inLine(t, rdb, name, opts)
+	if standingDue(t, rdb, name)[bOwner(t, rdb, name)] == 0 {
+		t.Logf("%s: B joined after D's grant was claimed", name)
+		mustUnlock(t, lD)
+		aCancel()
+		cancelledOnly(t, a1)
+		cancelledOnly(t, a2)
+		if l := <-bGot; l != nil {
+			mustUnlock(t, l)
+		}
+		return false
+	}
+	ghostsBehind(t, rdb, name, 20)
+
+	p.Blackhole()
+	released := time.Now()
+	mustUnlock(t, lD) // grants the lock to A1, which never hears of it; B is due already
+	l := awaitLease(t, bGot, 10*time.Second, "B")
+	if took := time.Since(released); took > window+window/2 {
+		t.Errorf("B got the lock %v after the release, want about the claim window %v", took, window)
+	}
+	mustUnlock(t, l)
+	aCancel()
+	p.Pass()
+	cancelledOnly(t, a1)
+	cancelledOnly(t, a2)
+	return true
+}
+
+// bOwner is the owner of the last waiter in the fair lock name's line.
+func bOwner(t *testing.T, rdb *redis.Client, name string) string {
+	t.Helper()
+	last, err := rdb.LIndex(context.Background(), "keylock:{"+name+"}:queue", -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last
+}
+
+// ghostsBehind appends n waiters whose processes are gone to the fair lock
+// name's line, their places good for a minute, on a channel nobody
+// listens to.
+func ghostsBehind(t *testing.T, rdb *redis.Client, name string, n int) {
+	t.Helper()
+	bg, now := context.Background(), time.Now()
+	base := "keylock:{" + name + "}"
+	for i := range n {
+		g := "ghost" + strconv.Itoa(i)
+		rdb.RPush(bg, base+":queue", g)
+		rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: g})
+		rdb.HSet(bg, base+":standing", g, fmt.Sprintf("%s|30000|nobody||%d", g, now.UnixMilli()))
+	}
+}
+
+// The waiter told to look again when an unclaimed grant ends gives up
+// before then, and a waiter of the grantee's Client, which is gone, stood
+// behind it: that waiter's place is cut to the grant's end as well, so the
+// next waiter gets the lock about one claim window after the grant, not
+// when that place's waiter timeout (30s here) ends.
+func TestFairGrantWatcherLeavingCutsTheGoneClientsPlaces(t *testing.T) {
+	srv, rdb := single(t)
+	const name, window = "wcut", 600 * time.Millisecond
+	opts, held := heldFair(t, rdb, name, window)
+	p := redistestProxy(t, srv.Addr())
+	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second))
+	aCtx, aCancel := context.WithCancel(context.Background())
+	defer aCancel()
+	a1 := lockNoLease(a.FairMutex(name, opts...), core.WithOwner(aCtx, "a1"))
+	waitLineLen(t, rdb, name, 1)
+	wCtx, wCancel := context.WithCancel(context.Background())
+	defer wCancel()
+	wDone := lockNoLease(newLocks(t, rdb).FairMutex(name, opts...), wCtx)
+	waitLineLen(t, rdb, name, 2)
+	a2 := lockNoLease(a.FairMutex(name, opts...), core.WithOwner(aCtx, "a2"))
+	waitLineLen(t, rdb, name, 3)
+	eGot := inLine(t, rdb, name, opts)
+
+	p.Blackhole()
+	released := time.Now()
+	mustUnlock(t, held) // grants the lock to A1, which never hears of it; W is told
+	wCancel()
+	cancelledOnly(t, wDone)
+	l := awaitLease(t, eGot, 10*time.Second, "E")
+	if took := time.Since(released); took > 2*window {
+		t.Errorf("E got the lock %v after the release, want about the claim window %v", took, window)
+	}
+	mustUnlock(t, l)
+	aCancel()
+	p.Pass()
+	cancelledOnly(t, a1)
+	cancelledOnly(t, a2)
+}
+
 // A copy of a waiter's try that runs again later (go-redis sent it twice,
 // or the network delivered it late) changes nothing in the waiter's
 // standing value: the waiter was told nothing by it, so the value must not
@@ -282,4 +428,72 @@ func TestFairWaiterReplayedTryTellsNothing(t *testing.T) {
 		t.FailNow()
 	}
 	mustUnlock(t, l)
+}
+
+// A semaphore's waiter that joined while a grant was unclaimed is due to
+// look again when that grant ends, as a fair lock's is: the next grant, to
+// a Client that is gone, pushes it no notice, and it still gets the permit
+// about one claim window after that grant.
+func TestSemaphoreGrantWatchedByADueWaiterPassesOn(t *testing.T) {
+	for run := range 3 {
+		if checkSemDueWatcher(t, "sdue"+strconv.Itoa(run)) {
+			return
+		}
+	}
+	t.Fatal("in 3 runs, the waiter never joined before the grant was claimed")
+}
+
+// checkSemDueWatcher runs TestSemaphoreGrantWatchedByADueWaiterPassesOn
+// on the semaphore name; false when the waiter joined too late for the run
+// to check anything.
+func checkSemDueWatcher(t *testing.T, name string) bool {
+	srv, rdb := single(t)
+	window := core.DefaultFairClaimWindow
+	sem := func(c *core.Client) core.Locker { return c.Semaphore(name, 1) }
+	held := mustLock(t, sem(newLocks(t, rdb)), context.Background())
+	dGot := waiterInLine(t, rdb, sem)
+
+	p := redistestProxy(t, srv.Addr())
+	aDone, aCancel := cutOffWaiter(t, p.Addr(), sem)
+	defer aCancel()
+
+	mustUnlock(t, held) // grants the permit to D, which claims it after window/3
+	lD := awaitLease(t, dGot, 10*time.Second, "D")
+	bGot := waiterInLine(t, rdb, sem)
+	dueB := int64(0)
+	for _, v := range standingDue(t, rdb, name) {
+		dueB = max(dueB, v) // A joined under H's hold: it has none
+	}
+	if dueB == 0 {
+		t.Logf("%s: B joined after D's grant was claimed", name)
+		mustUnlock(t, lD)
+		aCancel()
+		<-aDone
+		if l := <-bGot; l != nil {
+			mustUnlock(t, l)
+		}
+		return false
+	}
+
+	p.Blackhole()
+	before := commandCalls(t, rdb, "publish")
+	released := time.Now()
+	mustUnlock(t, lD) // grants the permit to A, which never hears of it
+	if n := commandCalls(t, rdb, "publish") - before; n != 1 {
+		t.Errorf("the release to a gone grantee published %d messages, want 1 (the grant; B is due to look again)", n)
+	}
+	l := awaitLease(t, bGot, 10*time.Second, "B")
+	// B looks again when A's grant ends; its Client's next renewal of its
+	// place (every third of the waiter timeout) would come up to 1.7 s later.
+	if took := time.Since(released); took < window/2 || took > window+300*time.Millisecond {
+		t.Errorf("B got the permit %v after the release, want about the claim window %v", took, window)
+	}
+	if l.Token() <= lD.Token() {
+		t.Errorf("token %d, want above %d", l.Token(), lD.Token())
+	}
+	mustUnlock(t, l)
+	aCancel()
+	p.Pass()
+	cancelledOnly(t, aDone)
+	return true
 }

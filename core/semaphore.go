@@ -230,7 +230,7 @@ func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	}
 	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire, a.scriptKeys(a.k.receipt(t.id)),
 		a.scriptArgs(pub, a.permits, t.id, ms(t.lease), a.n, t.recordTTL(), t.finalArg(), t.replayArg(),
-			ms(DefaultFairWaiterTimeout), boolArg(t.watchdog), a.c.id, t.owner)...)
+			ms(DefaultFairWaiterTimeout), boolArg(t.watchdog), a.c.id, t.owner, t.seq)...)
 	if err != nil {
 		return acquireReply{}, err
 	}

@@ -124,12 +124,14 @@ func parseStanding(st string) Standing {
 		out.Kind = f[3]
 	}
 	if len(f) >= 5 {
-		if n, err := strconv.ParseInt(f[4], 10, 64); err == nil {
+		// A semaphore's waiter may add ';due;try' to it (lib_queue.lua).
+		since, _, _ := strings.Cut(f[4], ";")
+		if n, err := strconv.ParseInt(since, 10, 64); err == nil {
 			out.Since = n
 		}
 	}
 	if len(f) == 6 && strings.HasPrefix(out.Kind, "s") {
-		out.Owner = f[5] // a Mutex's or FairMutex's waiter may add '|due'
+		out.Owner = f[5] // a Mutex's or FairMutex's waiter may add '|due|try'
 	}
 	return out
 }

@@ -76,6 +76,8 @@ func TestParseStanding(t *testing.T) {
 		"id|1|tag|m|17||1700000000000|3":     {Kind: "m", Since: 17},
 		"id|1|tag||17|||3":                   {Since: 17},
 		"id|1|tag|s2|17||1700000000000":      {Kind: "s2", Since: 17, Owner: "|1700000000000"},
+		"id|1|tag|s1|17;1700000000000;2|o|p": {Kind: "s1", Since: 17, Owner: "o|p"},
+		"id|1|tag|s1|17;;1|o":                {Kind: "s1", Since: 17, Owner: "o"},
 	} {
 		if got := parseStanding(in); got != want {
 			t.Errorf("parseStanding(%q) = %+v, want %+v", in, got, want)

@@ -115,7 +115,7 @@ local wl = ''
 if ARGV[8] == '1' then
   wl = ARGV[2]
 end
--- A waiter joining a short line while an unclaimed grant holds the lock
+-- A waiter among the first in line while an unclaimed grant holds the lock
 -- looks again when that grant ends (recheck below), and its standing value
 -- says so: a grant that would tell it the same (notify_head) need not. A
 -- grantee that is gone never claims, so some waiter on another Client must
@@ -128,17 +128,10 @@ end
 -- by then whichever of the answers it reads. An older client sends no
 -- try number and is never given one.
 local try = tonumber(ARGV[13])
-local due
-local copy = false
-if try and prev and standing_parse(prev) == ARGV[10] then
-  local pdue, ptry = standing_watch(prev)
-  if ptry and try <= ptry then
-    copy, due = true, pdue
-  end
-end
+local copy, due = watch_copy(prev, ARGV[10], try)
 if not copy then
-  if try and granted and redis.call('llen', KEYS[2]) <= notify_reach then
-    due = now + pttl
+  if granted then
+    due = watch_due(KEYS[2], owner, try, pttl, now)
   end
   local watch = ''
   if try then

@@ -38,7 +38,7 @@ if g then
   local _, _, tag = standing_parse(standing or '')
   local pttl = redis.call('pttl', KEYS[1])
   if tag ~= g and pttl > 0 then
-    notify_watcher(KEYS[2], KEYS[5], KEYS[4], {[g] = true}, pttl, now_ms(), ARGV[2])
+    notify_watcher(KEYS[2], KEYS[3], KEYS[5], KEYS[4], {[g] = true}, pttl, now_ms(), ARGV[2])
   end
 elseif first and redis.call('exists', KEYS[1]) == 0 then
   wake_next(KEYS[2], KEYS[3], KEYS[5], KEYS[4], ARGV[2])

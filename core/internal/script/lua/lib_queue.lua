@@ -9,12 +9,21 @@
 -- ('' for a FairMutex's: only inspection tells them apart; 'w' and 'r' for
 -- an RW lock's, 's<n>' for a semaphore's), and when it joined the line
 -- (server ms; inspection shows how long it has waited). A semaphore's
--- waiter adds its owner id ('...|since|owner', lib_sem.lua). A Mutex's or
--- FairMutex's waiter adds when it was told to look again on its own (server
--- ms, empty if it was not) and the number of the try that told it:
--- 'id|lease|tag|kind|since||due|try' (see standing_watch). A value written
+-- waiter adds its owner id ('...|since|owner', lib_sem.lua). A waiter also
+-- records when it was told to look again on its own (server ms, empty if
+-- it was not) and the number of the try that told it (see standing_watch):
+-- a Mutex's or FairMutex's as 'id|lease|tag|kind|since||due|try', a
+-- semaphore's in its since field, 'id|lease|tag|s<n>|since;due;try|owner'
+-- (its owner id, last, may hold anything; older scripts read the since
+-- field's leading digits only). A value written
 -- by an older client, 'id|lease' or 'id', has no tag: that waiter listens
 -- on its own channel, ch_prefix .. owner, for '1'.
+
+-- notify_reach bounds how far into the line notify_head looks, and which
+-- waiters are given a re-check at the end of an unclaimed grant (the first
+-- notify_reach in line, watch_due): a long line's waiters never look again
+-- all at once.
+local notify_reach = 16
 
 -- standing_parse(st) returns a standing value's attempt id, watchdog lease
 -- (a number, or nil for a fixed-LeaseTime waiter) and tag (or nil).
@@ -32,18 +41,48 @@ local function standing_parse(st)
   return id, tonumber(wl), tag
 end
 
--- standing_watch reads what a Mutex's or FairMutex's standing value st
--- says of its waiter's next look: when it looks again on its own (server
--- ms: the try that wrote st was answered that re-check; nil when it waits
--- for a push) and the number of that try (nil: not recorded, an older
--- client's). A semaphore's value has neither (its sixth field is an owner
--- id, which may hold anything).
+-- standing_watch reads what a Mutex's, FairMutex's or semaphore's standing
+-- value st says of its waiter's next look: when it looks again on its own
+-- (server ms: the try that wrote st was answered that re-check; nil when
+-- it waits for a push) and the number of that try (nil: not recorded, an
+-- older client's). An RW lock's value has neither.
 local function standing_watch(st)
   local kind, due, try = string.match(st, '^[^|]*|[^|]*|[^|]*|([^|]*)|%d*||(%d*)|?(%d*)$')
   if kind == '' or kind == 'm' then
     return tonumber(due), tonumber(try)
   end
-  return nil, nil
+  due, try = string.match(st, '^[^|]*|[^|]*|[^|]*|s%d+|%d+;(%d*);(%d+)|')
+  return tonumber(due), tonumber(try)
+end
+
+-- watch_copy tells whether the try numbered try (ARGV; nil from an older
+-- client) of attempt id is a copy of one that already ran: the standing
+-- value prev (false: none) was written by that attempt with a try number
+-- not below it. It also returns the re-check prev records: a copy changes
+-- nothing, and is answered that re-check, so the waiter looks again by
+-- then whichever of the answers it reads.
+local function watch_copy(prev, id, try)
+  if try and prev and standing_parse(prev) == id then
+    local pdue, ptry = standing_watch(prev)
+    if ptry and try <= ptry then
+      return true, pdue
+    end
+  end
+  return false, nil
+end
+
+-- watch_due is when a waiter standing as member in queue, joining or
+-- looking again while grants not yet claimed hold the lock (the first of
+-- them ending in first ms; nil when there is none), should look again on
+-- its own: when that grant ends, if it is within the first notify_reach
+-- places (where a grant's notify_head finds the waiter it tells, unless a
+-- gone Client's places fill them); nil otherwise, or for an older client
+-- (try nil), which records nothing.
+local function watch_due(queue, member, try, first, now)
+  if try and first and first >= 0 and redis.call('lpos', queue, member, 'MAXLEN', notify_reach) then
+    return now + first
+  end
+  return nil
 end
 
 -- line_since is when member joined the line: the time its standing value
@@ -87,12 +126,6 @@ local function waiter_push(ch_prefix, owner, tag, payload, publish)
     redis.call(publish, ch_prefix .. owner, payload)
   end
 end
-
--- notify_reach bounds how far into the line notify_head looks, and how
--- long a line may be for a waiter joining it to be given a re-check at the
--- end of an unclaimed grant (fair_acquire.lua): a long line's waiters
--- never look again all at once.
-local notify_reach = 16
 
 -- notify_cap bounds how many places of the granted Clients at the head of
 -- the line one notify_head cuts, reading notify_reach at a time.
@@ -195,14 +228,18 @@ end
 -- the Clients tagged gtags (a set): the first waiter in line on another
 -- Client (within notify_reach), which may be a new one, is told to look
 -- again then (tell_when), so a gone grantee still holds the line up for
--- one claim window. Unlike notify_head, it cuts no place: the grant's own
--- call did, and the grantee's Client may have renewed them since.
-local function notify_watcher(queue, standing, ch_prefix, gtags, ms, now, publish)
+-- one claim window. The places of the grantees' Clients' waiters ahead of
+-- it are cut to that time, as notify_head cuts those ahead of the waiter
+-- it told: the one that left may have stood ahead of some of them. A
+-- grantee's Client that lives claims its grant and renews its places
+-- before the claim window ends (core/wait_place.go).
+local function notify_watcher(queue, deadlines, standing, ch_prefix, gtags, ms, now, publish)
   local members = redis.call('lrange', queue, 0, notify_reach - 1)
   if #members == 0 then
     return
   end
   local sts = redis.call('hmget', standing, unpack(members))
+  local dls
   for i = 1, #members do
     local st = sts[i]
     if not st then
@@ -215,6 +252,11 @@ local function notify_watcher(queue, standing, ch_prefix, gtags, ms, now, publis
     if not gtags[tag] then
       tell_when(ch_prefix, st, id, tag, ms, now, publish)
       return
+    end
+    dls = dls or redis.call('zmscore', deadlines, unpack(members))
+    local dl = tonumber(dls[i])
+    if dl and dl > now + ms then
+      redis.call('zadd', deadlines, now + ms, members[i])
     end
   end
 end

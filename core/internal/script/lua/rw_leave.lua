@@ -39,6 +39,6 @@ if pttl and pttl > 0 then
   tags[g], first = true, pttl
 end
 if first then
-  notify_watcher(r.queue, r.standing, r.ch, tags, first, now, r.publish)
+  notify_watcher(r.queue, r.deadlines, r.standing, r.ch, tags, first, now, r.publish)
 end
 return 1

@@ -16,6 +16,8 @@
 -- ARGV[13] '1': the lease is renewed by the watchdog; '0': fixed LeaseTime
 -- ARGV[14] the tag of this Client's channel (KEYS[8] .. tag)
 -- ARGV[15] the owner id (shown by inspection)
+-- ARGV[16] the number of this try of the attempt (1, 2, …; a copy of a try
+--          carries the same number)
 --
 -- Returns {1, token, ms}  acquired: the holder has n permits until its
 --                     lease ends (renewed by the watchdog) or it releases
@@ -71,13 +73,32 @@ if ARGV[10] == '1' then
   return {0, wait}
 end
 -- Join the line, or renew our place in it.
-local since = line_since(s.standing, s.deadlines, id, now)
+local prev = redis.call('hget', s.standing, id)
+local since = line_since(s.standing, s.deadlines, id, now, prev or false)
 if redis.call('zadd', s.deadlines, now + wt, id) == 1 then
   redis.call('rpush', s.queue, id)
 end
-local wl = ARGV[13] == '1' and ARGV[7] or ''
-redis.call('hset', s.standing, id, id .. '|' .. wl .. '|' .. ARGV[14] .. '|s' .. n .. '|' .. since .. '|' .. ARGV[15])
+-- A waiter among the first in line while grants not yet claimed hold
+-- permits looks again when the first of them ends, and its standing value
+-- says so: a grant that would tell it the same (notify_head) need not. A
+-- copy of a try that already ran changes nothing and is answered the
+-- re-check the value records (watch_copy, as in fair_acquire.lua).
+local try = tonumber(ARGV[16])
+local copy, due = watch_copy(prev, id, try)
+if not copy then
+  local _, first = unclaimed(s.expiry, s.holders, now)
+  due = watch_due(s.queue, id, try, first, now)
+  if try then
+    since = since .. ';' .. (due or '') .. ';' .. try
+  end
+  local wl = ARGV[13] == '1' and ARGV[7] or ''
+  redis.call('hset', s.standing, id, id .. '|' .. wl .. '|' .. ARGV[14] .. '|s' .. n .. '|' .. since .. '|' .. ARGV[15])
+end
 redis.call('pexpire', s.queue, 2 * wt)
 redis.call('pexpire', s.deadlines, 2 * wt)
 redis.call('pexpire', s.standing, 2 * wt)
-return lined_refusal(s.queue, id, wt, wait, now)
+local reply = lined_refusal(s.queue, id, wt, wait, now)
+if due and due >= now and (reply[4] < 0 or due - now < reply[4]) then
+  reply[4] = due - now -- when the first unclaimed grant ends
+end
+return reply

@@ -34,6 +34,6 @@ prune_expired(s.expiry, s.holders, now)
 sem_admit(s, now)
 local tags, first = unclaimed(s.expiry, s.holders, now)
 if first then
-  notify_watcher(s.queue, s.standing, s.ch, tags, first, now, s.publish)
+  notify_watcher(s.queue, s.deadlines, s.standing, s.ch, tags, first, now, s.publish)
 end
 return 1
