@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/internal/redistest"
 )
 
 // Grants and the waiters that watch them. A grant not yet claimed is
@@ -140,35 +141,65 @@ func waiterInLine(t *testing.T, rdb redis.UniversalClient, lock func(*core.Clien
 // it no notice (one push for the handoff, the grant's), and it still gets
 // the lock about one claim window after that grant.
 func TestFairGrantWatchedByADueWaiterPassesOn(t *testing.T) {
-	// B must join before D claims its grant (a third of the window); a
-	// machine too slow for that leaves B waiting for a push, and the run
-	// checks nothing: try again, a few times.
+	const window = 1500 * time.Millisecond
+	retryDueWatcher(t, "due", func(name string) dueWatcher {
+		opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+		return dueWatcher{
+			lock:   func(c *core.Client) core.Locker { return c.FairMutex(name, opts...) },
+			window: window, most: 2 * window,
+		}
+	})
+}
+
+// The same for a semaphore's permit. Its waiter timeout is the default
+// 5s: B's Client renews its place every third of it, which would let it
+// in up to 1.7s after the grant's end, so B must be in sooner than that.
+func TestSemaphoreGrantWatchedByADueWaiterPassesOn(t *testing.T) {
+	retryDueWatcher(t, "sdue", func(name string) dueWatcher {
+		return dueWatcher{
+			lock:   func(c *core.Client) core.Locker { return c.Semaphore(name, 1) },
+			window: core.DefaultFairClaimWindow, most: core.DefaultFairClaimWindow + 300*time.Millisecond,
+		}
+	})
+}
+
+// dueWatcher is one kind's run of the due-watcher tests: lock is the lock
+// on a Client, window its claim window, most the latest B may get it after
+// the release to the gone grantee.
+type dueWatcher struct {
+	lock         func(*core.Client) core.Locker
+	window, most time.Duration
+}
+
+// retryDueWatcher runs checkDueWatcher up to three times, on locks named
+// prefix0, prefix1, …: B must join before D claims its grant (a third of
+// the window); a machine too slow for that leaves B waiting for a push,
+// and the run checks nothing.
+func retryDueWatcher(t *testing.T, prefix string, kind func(name string) dueWatcher) {
+	t.Helper()
 	for run := range 3 {
-		if checkDueWatcher(t, "due"+strconv.Itoa(run)) {
+		name := prefix + strconv.Itoa(run)
+		if checkDueWatcher(t, name, kind(name)) {
 			return
 		}
 	}
 	t.Fatal("in 3 runs, the waiter never joined before the grant was claimed")
 }
 
-// checkDueWatcher runs TestFairGrantWatchedByADueWaiterPassesOn on the lock
-// name; false when the waiter joined too late for the run to check anything.
-func checkDueWatcher(t *testing.T, name string) bool {
+// checkDueWatcher runs a due-watcher test on the lock name; false when the
+// waiter joined too late for the run to check anything.
+func checkDueWatcher(t *testing.T, name string, k dueWatcher) bool {
 	srv, rdb := single(t)
-	const window = 1500 * time.Millisecond
-	opts, held := heldFair(t, rdb, name, window)
-	dGot := inLine(t, rdb, name, opts)
+	held := mustLock(t, k.lock(newLocks(t, rdb)), context.Background())
+	dGot := waiterInLine(t, rdb, k.lock)
 
 	p := redistestProxy(t, srv.Addr())
-	aDone, aCancel := cutOffInLine(t, p.Addr(), name, opts)
+	aDone, aCancel := cutOffWaiter(t, p.Addr(), k.lock)
 	defer aCancel()
 
 	mustUnlock(t, held) // grants the lock to D, which claims it after window/3
-	lD := <-dGot
-	if lD == nil {
-		t.FailNow()
-	}
-	bGot := inLine(t, rdb, name, opts)
+	lD := awaitLease(t, dGot, 10*time.Second, "D")
+	bGot := waiterInLine(t, rdb, k.lock)
 	due := standingDue(t, rdb, name)
 	if len(due) != 2 {
 		t.Fatalf("line's standing values %v, want A's and B's", due)
@@ -196,8 +227,8 @@ func checkDueWatcher(t *testing.T, name string) bool {
 		t.Errorf("the release to a gone grantee published %d messages, want 1 (the grant; B is due to look again)", n)
 	}
 	l := awaitLease(t, bGot, 10*time.Second, "B")
-	if took := time.Since(released); took < window/2 || took > 2*window {
-		t.Errorf("B got the lock %v after the release, want about the claim window %v", took, window)
+	if took := time.Since(released); took < k.window/2 || took > k.most {
+		t.Errorf("B got the lock %v after the release, want about the claim window %v", took, k.window)
 	}
 	if l.Token() <= lD.Token() {
 		t.Errorf("token %d, want above %d", l.Token(), lD.Token())
@@ -280,14 +311,10 @@ func checkDueInLongLine(t *testing.T, name string) bool {
 	const window = 1500 * time.Millisecond
 	opts, held := heldFair(t, rdb, name, window)
 	dGot := inLine(t, rdb, name, opts)
-	p := redistestProxy(t, srv.Addr())
-	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second))
-	aCtx, aCancel := context.WithCancel(context.Background())
-	defer aCancel()
-	a1 := lockNoLease(a.FairMutex(name, opts...), core.WithOwner(aCtx, "a1"))
-	waitLineLen(t, rdb, name, 2)
-	a2 := lockNoLease(a.FairMutex(name, opts...), core.WithOwner(aCtx, "a2"))
-	waitLineLen(t, rdb, name, 3)
+	a := newGoneClient(t, srv)
+	defer a.cancel()
+	a1 := a.inLine(t, rdb, name, opts, "a1", 2)
+	a2 := a.inLine(t, rdb, name, opts, "a2", 3)
 
 	mustUnlock(t, held) // grants the lock to D, which claims it after window/3
 	lD := awaitLease(t, dGot, 10*time.Second, "D")
@@ -295,7 +322,7 @@ func checkDueInLongLine(t *testing.T, name string) bool {
 	if standingDue(t, rdb, name)[bOwner(t, rdb, name)] == 0 {
 		t.Logf("%s: B joined after D's grant was claimed", name)
 		mustUnlock(t, lD)
-		aCancel()
+		a.cancel()
 		cancelledOnly(t, a1)
 		cancelledOnly(t, a2)
 		if l := <-bGot; l != nil {
@@ -305,7 +332,7 @@ func checkDueInLongLine(t *testing.T, name string) bool {
 	}
 	ghostsBehind(t, rdb, name, 20)
 
-	p.Blackhole()
+	a.p.Blackhole()
 	released := time.Now()
 	mustUnlock(t, lD) // grants the lock to A1, which never hears of it; B is due already
 	l := awaitLease(t, bGot, 10*time.Second, "B")
@@ -313,11 +340,45 @@ func checkDueInLongLine(t *testing.T, name string) bool {
 		t.Errorf("B got the lock %v after the release, want about the claim window %v", took, window)
 	}
 	mustUnlock(t, l)
-	aCancel()
-	p.Pass()
-	cancelledOnly(t, a1)
-	cancelledOnly(t, a2)
+	a.end(t, a1, a2)
 	return true
+}
+
+// goneClient is a Client whose link to Redis goes through a proxy (p) that
+// a test cuts, and the context its waiters' Locks run under.
+type goneClient struct {
+	p      *redistest.Proxy
+	c      *core.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newGoneClient(t *testing.T, srv *redistest.Server) *goneClient {
+	t.Helper()
+	p := redistestProxy(t, srv.Addr())
+	ctx, cancel := context.WithCancel(context.Background())
+	return &goneClient{p: p, c: newLocks(t, proxyClient(t, p.Addr(), 2*time.Second)), ctx: ctx, cancel: cancel}
+}
+
+// inLine starts a Lock of the fair lock name for owner on g's Client,
+// which must never get a lease (lockNoLease), and returns once the line
+// holds n waiters.
+func (g *goneClient) inLine(t *testing.T, rdb *redis.Client, name string, opts []core.FairOption, owner string, n int64) <-chan error {
+	t.Helper()
+	done := lockNoLease(g.c.FairMutex(name, opts...), core.WithOwner(g.ctx, owner))
+	waitLineLen(t, rdb, name, n)
+	return done
+}
+
+// end ends g's waiters' Locks, lets its link pass again and checks that
+// each Lock (done) ended with the cancellation only.
+func (g *goneClient) end(t *testing.T, done ...<-chan error) {
+	t.Helper()
+	g.cancel()
+	g.p.Pass()
+	for _, d := range done {
+		cancelledOnly(t, d)
+	}
 }
 
 // bOwner is the owner of the last waiter in the fair lock name's line.
@@ -354,21 +415,17 @@ func TestFairGrantWatcherLeavingCutsTheGoneClientsPlaces(t *testing.T) {
 	srv, rdb := single(t)
 	const name, window = "wcut", 600 * time.Millisecond
 	opts, held := heldFair(t, rdb, name, window)
-	p := redistestProxy(t, srv.Addr())
-	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second))
-	aCtx, aCancel := context.WithCancel(context.Background())
-	defer aCancel()
-	a1 := lockNoLease(a.FairMutex(name, opts...), core.WithOwner(aCtx, "a1"))
-	waitLineLen(t, rdb, name, 1)
+	a := newGoneClient(t, srv)
+	defer a.cancel()
+	a1 := a.inLine(t, rdb, name, opts, "a1", 1)
 	wCtx, wCancel := context.WithCancel(context.Background())
 	defer wCancel()
 	wDone := lockNoLease(newLocks(t, rdb).FairMutex(name, opts...), wCtx)
 	waitLineLen(t, rdb, name, 2)
-	a2 := lockNoLease(a.FairMutex(name, opts...), core.WithOwner(aCtx, "a2"))
-	waitLineLen(t, rdb, name, 3)
+	a2 := a.inLine(t, rdb, name, opts, "a2", 3)
 	eGot := inLine(t, rdb, name, opts)
 
-	p.Blackhole()
+	a.p.Blackhole()
 	released := time.Now()
 	mustUnlock(t, held) // grants the lock to A1, which never hears of it; W is told
 	wCancel()
@@ -378,10 +435,7 @@ func TestFairGrantWatcherLeavingCutsTheGoneClientsPlaces(t *testing.T) {
 		t.Errorf("E got the lock %v after the release, want about the claim window %v", took, window)
 	}
 	mustUnlock(t, l)
-	aCancel()
-	p.Pass()
-	cancelledOnly(t, a1)
-	cancelledOnly(t, a2)
+	a.end(t, a1, a2)
 }
 
 // A copy of a waiter's try that runs again later (go-redis sent it twice,
@@ -428,72 +482,4 @@ func TestFairWaiterReplayedTryTellsNothing(t *testing.T) {
 		t.FailNow()
 	}
 	mustUnlock(t, l)
-}
-
-// A semaphore's waiter that joined while a grant was unclaimed is due to
-// look again when that grant ends, as a fair lock's is: the next grant, to
-// a Client that is gone, pushes it no notice, and it still gets the permit
-// about one claim window after that grant.
-func TestSemaphoreGrantWatchedByADueWaiterPassesOn(t *testing.T) {
-	for run := range 3 {
-		if checkSemDueWatcher(t, "sdue"+strconv.Itoa(run)) {
-			return
-		}
-	}
-	t.Fatal("in 3 runs, the waiter never joined before the grant was claimed")
-}
-
-// checkSemDueWatcher runs TestSemaphoreGrantWatchedByADueWaiterPassesOn
-// on the semaphore name; false when the waiter joined too late for the run
-// to check anything.
-func checkSemDueWatcher(t *testing.T, name string) bool {
-	srv, rdb := single(t)
-	window := core.DefaultFairClaimWindow
-	sem := func(c *core.Client) core.Locker { return c.Semaphore(name, 1) }
-	held := mustLock(t, sem(newLocks(t, rdb)), context.Background())
-	dGot := waiterInLine(t, rdb, sem)
-
-	p := redistestProxy(t, srv.Addr())
-	aDone, aCancel := cutOffWaiter(t, p.Addr(), sem)
-	defer aCancel()
-
-	mustUnlock(t, held) // grants the permit to D, which claims it after window/3
-	lD := awaitLease(t, dGot, 10*time.Second, "D")
-	bGot := waiterInLine(t, rdb, sem)
-	dueB := int64(0)
-	for _, v := range standingDue(t, rdb, name) {
-		dueB = max(dueB, v) // A joined under H's hold: it has none
-	}
-	if dueB == 0 {
-		t.Logf("%s: B joined after D's grant was claimed", name)
-		mustUnlock(t, lD)
-		aCancel()
-		<-aDone
-		if l := <-bGot; l != nil {
-			mustUnlock(t, l)
-		}
-		return false
-	}
-
-	p.Blackhole()
-	before := commandCalls(t, rdb, "publish")
-	released := time.Now()
-	mustUnlock(t, lD) // grants the permit to A, which never hears of it
-	if n := commandCalls(t, rdb, "publish") - before; n != 1 {
-		t.Errorf("the release to a gone grantee published %d messages, want 1 (the grant; B is due to look again)", n)
-	}
-	l := awaitLease(t, bGot, 10*time.Second, "B")
-	// B looks again when A's grant ends; its Client's next renewal of its
-	// place (every third of the waiter timeout) would come up to 1.7 s later.
-	if took := time.Since(released); took < window/2 || took > window+300*time.Millisecond {
-		t.Errorf("B got the permit %v after the release, want about the claim window %v", took, window)
-	}
-	if l.Token() <= lD.Token() {
-		t.Errorf("token %d, want above %d", l.Token(), lD.Token())
-	}
-	mustUnlock(t, l)
-	aCancel()
-	p.Pass()
-	cancelledOnly(t, aDone)
-	return true
 }

@@ -153,17 +153,29 @@ func checkRWWatcherLeaving(t *testing.T, side string) {
 		return c.RWMutex(name).Lock(ctx)
 	})
 
+	watcherLeaves(t, srv, rdb, name, holder, mark, cCancel, cDone, ws[0])
+}
+
+// watcherLeaves is the end of the watcher-leaving tests: the holder's
+// release grants the lock (or permit) to the ghost first in line, which
+// marks the grant unclaimed (field mark[1] of key mark[0]) and tells C,
+// the next waiter, when it ends; C gives up (cancel; its Lock ends on
+// done), and its leave tells D instead, which is served about one claim
+// window after the grant.
+func watcherLeaves(t *testing.T, srv *redistest.Server, rdb *redis.Client, name string, holder *core.Lease,
+	mark [2]string, cancel context.CancelFunc, done <-chan error, d *queuedCall) {
+	t.Helper()
 	notices := watchNotices(t, srv, name)
-	mustUnlock(t, holder) // granted to the ghost; C is told when the grant ends
+	mustUnlock(t, holder)
 	released := time.Now()
-	if !rdb.HExists(ctx, mark[0], mark[1]).Val() {
+	if !rdb.HExists(context.Background(), mark[0], mark[1]).Val() {
 		t.Fatalf("the grant is not marked unclaimed (%s in %s)", mark[1], mark[0])
 	}
 	awaitNotice(t, notices, "the grant's")
-	cCancel()
-	cancelledOnly(t, cDone)
+	cancel()
+	cancelledOnly(t, done)
 	awaitNotice(t, notices, "C's leave")
-	l := ws[0].served(t)
+	l := d.served(t)
 	if waited, limit := time.Since(released), core.DefaultFairClaimWindow+time.Second; waited > limit {
 		t.Errorf("D served %s after the grant to a waiter that is gone, want within the claim window (%s)", waited, limit)
 	}

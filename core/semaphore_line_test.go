@@ -283,21 +283,7 @@ func TestSemaphoreGrantWatcherLeavingTellsTheNext(t *testing.T) {
 	waitLineLen(t, rdb, name, 2)
 	ws := semLine(t, srv, rdb, name, 1, []int{1})
 
-	notices := watchNotices(t, srv, name)
-	mustUnlock(t, holder) // granted to the ghost; C is told when the grant ends
-	released := time.Now()
-	if !rdb.HExists(ctx, "keylock:{"+name+"}", "::g:ghost").Val() {
-		t.Fatal("the grant is not marked unclaimed")
-	}
-	awaitNotice(t, notices, "the grant's")
-	cCancel()
-	cancelledOnly(t, cDone)
-	awaitNotice(t, notices, "C's leave")
-	l := ws[0].served(t)
-	if waited, limit := time.Since(released), core.DefaultFairClaimWindow+time.Second; waited > limit {
-		t.Errorf("D served %s after the grant to a waiter that is gone, want within the claim window (%s)", waited, limit)
-	}
-	mustUnlock(t, l)
+	watcherLeaves(t, srv, rdb, name, holder, [2]string{"keylock:{" + name + "}", "::g:ghost"}, cCancel, cDone, ws[0])
 }
 
 func mustAcquire(t *testing.T, s *core.Semaphore, ctx context.Context, n int) *core.Lease {
