@@ -35,7 +35,7 @@ func standingDue(t *testing.T, rdb *redis.Client, name string) map[string]int64 
 		f := strings.Split(st, "|")
 		out[owner] = 0
 		switch {
-		case len(f) >= 5 && strings.HasPrefix(f[3], "s"): // since;due;try
+		case len(f) >= 5 && strings.Contains(f[4], ";"): // since;due;try: an RW lock's, a semaphore's
 			if p := strings.Split(f[4], ";"); len(p) == 3 {
 				out[owner], _ = strconv.ParseInt(p[1], 10, 64)
 			}
@@ -158,6 +158,17 @@ func TestSemaphoreGrantWatchedByADueWaiterPassesOn(t *testing.T) {
 	retryDueWatcher(t, "sdue", func(name string) dueWatcher {
 		return dueWatcher{
 			lock:   func(c *core.Client) core.Locker { return c.Semaphore(name, 1) },
+			window: core.DefaultFairClaimWindow, most: core.DefaultFairClaimWindow + 300*time.Millisecond,
+		}
+	})
+}
+
+// The same for an RW lock's write lock. Its waiters' places last 3s, and
+// their Client renews them every second, so B must be in sooner than that.
+func TestRWGrantWatchedByADueWaiterPassesOn(t *testing.T) {
+	retryDueWatcher(t, "rwdue", func(name string) dueWatcher {
+		return dueWatcher{
+			lock:   func(c *core.Client) core.Locker { return c.RWMutex(name) },
 			window: core.DefaultFairClaimWindow, most: core.DefaultFairClaimWindow + 300*time.Millisecond,
 		}
 	})

@@ -163,7 +163,7 @@ func (r rwRead) acquire(ctx context.Context, t try) (acquireReply, error) {
 	}
 	return r.c.acquireScript(ctx, r, t, scriptRWReadAcquire, r.lineKeys(t.id),
 		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), t.replayArg(), boolArg(t.watchdog),
-		ms(writeIntentTTL), pub, t.id, r.c.id, ms(DefaultFairClaimWindow), ms(receiptTTL))
+		ms(writeIntentTTL), pub, t.id, r.c.id, ms(DefaultFairClaimWindow), ms(receiptTTL), t.seq)
 }
 
 func (r rwRead) abort(ctx context.Context, t try) error {
@@ -221,7 +221,7 @@ func (w rwWrite) acquire(ctx context.Context, t try) (acquireReply, error) {
 	}
 	return w.c.acquireScript(ctx, w, t, scriptRWWriteAcquire, w.lineKeys(t.id),
 		t.owner, ms(t.lease), ms(fenceTTL), ms(writeIntentTTL), join, t.recordTTL(), boolArg(t.watchdog), t.replayArg(),
-		pub, t.id, w.c.id, ms(DefaultFairClaimWindow), ms(receiptTTL))
+		pub, t.id, w.c.id, ms(DefaultFairClaimWindow), ms(receiptTTL), t.seq)
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy

@@ -167,7 +167,4 @@ if (not head) or head == owner then
     recheck = retry
   end
 end
-if due and due >= now and (recheck < 0 or due - now < recheck) then
-  recheck = due - now -- when the unclaimed grant ends
-end
-return {0, retry, now, recheck}
+return with_due({0, retry, now, recheck}, due, now) -- due: when the unclaimed grant ends

@@ -12,10 +12,11 @@
 -- waiter adds its owner id ('...|since|owner', lib_sem.lua). A waiter also
 -- records when it was told to look again on its own (server ms, empty if
 -- it was not) and the number of the try that told it (see standing_watch):
--- a Mutex's or FairMutex's as 'id|lease|tag|kind|since||due|try', a
--- semaphore's in its since field, 'id|lease|tag|s<n>|since;due;try|owner'
--- (its owner id, last, may hold anything; older scripts read the since
--- field's leading digits only). A value written
+-- a Mutex's or FairMutex's as 'id|lease|tag|kind|since||due|try', an RW
+-- lock's and a semaphore's in the since field, 'id|lease|tag|w|since;due;try'
+-- and 'id|lease|tag|s<n>|since;due;try|owner' (a semaphore's owner id,
+-- last, may hold anything; older scripts read the since field's leading
+-- digits only). A value written
 -- by an older client, 'id|lease' or 'id', has no tag: that waiter listens
 -- on its own channel, ch_prefix .. owner, for '1'.
 
@@ -41,17 +42,16 @@ local function standing_parse(st)
   return id, tonumber(wl), tag
 end
 
--- standing_watch reads what a Mutex's, FairMutex's or semaphore's standing
--- value st says of its waiter's next look: when it looks again on its own
--- (server ms: the try that wrote st was answered that re-check; nil when
--- it waits for a push) and the number of that try (nil: not recorded, an
--- older client's). An RW lock's value has neither.
+-- standing_watch reads what a standing value st says of its waiter's next
+-- look: when it looks again on its own (server ms: the try that wrote st
+-- was answered that re-check; nil when it waits for a push) and the number
+-- of that try (nil: not recorded, an older client's).
 local function standing_watch(st)
   local kind, due, try = string.match(st, '^[^|]*|[^|]*|[^|]*|([^|]*)|%d*||(%d*)|?(%d*)$')
   if kind == '' or kind == 'm' then
     return tonumber(due), tonumber(try)
   end
-  due, try = string.match(st, '^[^|]*|[^|]*|[^|]*|s%d+|%d+;(%d*);(%d+)|')
+  due, try = string.match(st, '^[^|]*|[^|]*|[^|]*|[^|]*|%d+;(%d*);(%d+)')
   return tonumber(due), tonumber(try)
 end
 
@@ -114,6 +114,15 @@ local function lined_refusal(queue, member, wt, wait, now)
     retry = math.min(retry, wait)
   end
   return {0, retry, now, recheck}
+end
+
+-- with_due makes a lined_refusal reply ask its waiter to look again by
+-- due (server ms; nil: no change) at the latest, and returns it.
+local function with_due(reply, due, now)
+  if due and due >= now and (reply[4] < 0 or due - now < reply[4]) then
+    reply[4] = due - now
+  end
+  return reply
 end
 
 -- waiter_push(ch_prefix, owner, tag, payload, publish) publishes payload to

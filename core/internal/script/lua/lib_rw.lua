@@ -42,10 +42,34 @@ local function rw_leave_line(r, member)
   redis.call('hdel', r.standing, member)
 end
 
+-- rw_unclaimed reads the grants not yet claimed that hold the lock (a
+-- write grant, marked in the writer hash, or read grants, lib_lease.lua):
+-- the set of their Clients' tags and when the first of them ends (ms from
+-- now; nil when there is none).
+local function rw_unclaimed(r, now)
+  local tags, first = unclaimed(r.readers, r.rcount, now)
+  local g = redis.call('hget', r.writer, ':g')
+  local pttl = g and redis.call('pttl', r.writer)
+  if pttl and pttl > 0 then
+    tags[g] = true
+    if not first or pttl < first then
+      first = pttl
+    end
+  end
+  return tags, first
+end
+
 -- rw_join puts member in line (or renews its place) for wt ms; a writer
--- also records its intent. Its standing value is st and when it joined.
-local function rw_join(r, member, st, writer, wt, now)
-  st = st .. '|' .. line_since(r.standing, r.deadlines, member, now)
+-- also records its intent. Its standing value is st, when it joined and,
+-- from a client that numbers its tries (try), when it is to look again on
+-- its own: a member among the first in line while grants not yet claimed
+-- hold the lock looks again when the first of them ends, so a grant that
+-- would tell it the same (notify_head) need not ('since;due;try', as a
+-- semaphore's; a copy of a try changes nothing: watch_copy). id is the
+-- attempt standing. It returns that re-check (server ms), or nil.
+local function rw_join(r, member, id, st, writer, wt, now, try)
+  local prev = redis.call('hget', r.standing, member)
+  local since = line_since(r.standing, r.deadlines, member, now, prev or false)
   if redis.call('zadd', r.deadlines, now + wt, member) == 1 then
     redis.call('rpush', r.queue, member)
   end
@@ -53,10 +77,19 @@ local function rw_join(r, member, st, writer, wt, now)
     redis.call('zadd', r.intents, now + wt, member)
     keep_for(r.intents, wt)
   end
-  redis.call('hset', r.standing, member, st)
+  local copy, due = watch_copy(prev, id, try)
+  if not copy then
+    local _, first = rw_unclaimed(r, now)
+    due = watch_due(r.queue, member, try, first, now)
+    if try then
+      since = since .. ';' .. (due or '') .. ';' .. try
+    end
+    redis.call('hset', r.standing, member, st .. '|' .. since)
+  end
   redis.call('pexpire', r.queue, 2 * wt)
   redis.call('pexpire', r.deadlines, 2 * wt)
   redis.call('pexpire', r.standing, 2 * wt)
+  return due
 end
 
 -- read_take makes owner a reader (count 1, its own lease of lease ms and

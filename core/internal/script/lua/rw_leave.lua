@@ -32,12 +32,7 @@ rw_admit(r, now)
 -- they end (notify_head): the first waiter in line on another Client than
 -- the grantees' is told to instead (notify_watcher), so a gone grantee
 -- still holds the line up for one claim window.
-local tags, first = unclaimed(r.readers, r.rcount, now)
-local g = redis.call('hget', r.writer, ':g')
-local pttl = g and redis.call('pttl', r.writer)
-if pttl and pttl > 0 then
-  tags[g], first = true, pttl
-end
+local tags, first = rw_unclaimed(r, now)
 if first then
   notify_watcher(r.queue, r.deadlines, r.standing, r.ch, tags, first, now, r.publish)
 end

@@ -26,6 +26,8 @@
 -- ARGV[11] the tag of this Client's channel (KEYS[10] .. tag)
 -- ARGV[12] claim window in milliseconds (a grant's first lease)
 -- ARGV[13] shortest life of a grant's record in milliseconds
+-- ARGV[14] the number of this try of the attempt (1, 2, …; a copy of a try
+--          carries the same number)
 --
 -- Returns {1, token, ms}  read lock taken (fresh for this owner); ms = the
 --                         reader's remaining lease (a grant's: the claim window)
@@ -101,5 +103,5 @@ if ARGV[5] == '1' then
 end
 local wt = tonumber(ARGV[8])
 local wl = ARGV[7] == '1' and ARGV[2] or ''
-rw_join(r, me, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|r', false, wt, now)
-return lined_refusal(KEYS[7], me, wt, wait, now)
+local due = rw_join(r, me, ARGV[10], ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|r', false, wt, now, tonumber(ARGV[14]))
+return with_due(lined_refusal(KEYS[7], me, wt, wait, now), due, now)

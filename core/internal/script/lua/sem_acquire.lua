@@ -97,8 +97,4 @@ end
 redis.call('pexpire', s.queue, 2 * wt)
 redis.call('pexpire', s.deadlines, 2 * wt)
 redis.call('pexpire', s.standing, 2 * wt)
-local reply = lined_refusal(s.queue, id, wt, wait, now)
-if due and due >= now and (reply[4] < 0 or due - now < reply[4]) then
-  reply[4] = due - now -- when the first unclaimed grant ends
-end
-return reply
+return with_due(lined_refusal(s.queue, id, wt, wait, now), due, now)
