@@ -455,23 +455,36 @@ func TestFairGrantWatcherLeavingCutsTheGoneClientsPlaces(t *testing.T) {
 // say the waiter looks again on its own when an unclaimed grant ends, or
 // a grant would skip the notice it needs.
 func TestFairWaiterReplayedTryTellsNothing(t *testing.T) {
+	opts := []core.FairOption{core.FairClaimWindow(3 * time.Second), core.FairWaiterTimeout(30 * time.Second)}
+	checkReplayedTry(t, "rp", func(c *core.Client) core.Locker { return c.FairMutex("rp", opts...) })
+}
+
+// The same for a semaphore's waiter and an RW lock's (claim window 2s: the
+// grant is unclaimed for 0.67s).
+func TestSemaphoreWaiterReplayedTryTellsNothing(t *testing.T) {
+	checkReplayedTry(t, "srp", func(c *core.Client) core.Locker { return c.Semaphore("srp", 1) })
+}
+
+func TestRWWaiterReplayedTryTellsNothing(t *testing.T) {
+	checkReplayedTry(t, "rwrp", func(c *core.Client) core.Locker { return c.RWMutex("rwrp") })
+}
+
+// checkReplayedTry runs a replayed-try test on the lock name, which lock
+// returns on a Client.
+func checkReplayedTry(t *testing.T, name string, lock func(*core.Client) core.Locker) {
 	srv, rdb := single(t)
-	const name, window = "rp", 3 * time.Second
-	opts, held := heldFair(t, rdb, name, window)
-	dGot := inLine(t, rdb, name, opts)
+	held := mustLock(t, lock(newLocks(t, rdb)), context.Background())
+	dGot := waiterInLine(t, rdb, lock)
 
 	p := redistestProxy(t, srv.Addr())
 	p.RecordScripts(true)
-	wGot := inLine(t, proxyClient(t, p.Addr(), 2*time.Second), name, opts)
+	wGot := waiterInLine(t, proxyClient(t, p.Addr(), 2*time.Second), lock)
 	if due := standingDue(t, rdb, name); len(due) != 2 {
 		t.Fatalf("standing values %v, want D's and W's", due)
 	}
 
 	mustUnlock(t, held) // grants the lock to D: unclaimed for a third of the window
-	lD := <-dGot
-	if lD == nil {
-		t.FailNow()
-	}
+	lD := awaitLease(t, dGot, 10*time.Second, "D")
 	before := scriptCalls(t, rdb)
 	n := p.ReplayScripts(time.Minute, 0)
 	if n == 0 {
@@ -488,9 +501,5 @@ func TestFairWaiterReplayedTryTellsNothing(t *testing.T) {
 		}
 	}
 	mustUnlock(t, lD) // grants the lock to W
-	l := <-wGot
-	if l == nil {
-		t.FailNow()
-	}
-	mustUnlock(t, l)
+	mustUnlock(t, awaitLease(t, wGot, 10*time.Second, "W"))
 }
