@@ -28,9 +28,9 @@ func decodeAcquire(v any) (acquireReply, error) {
 
 // decodeRelease reads a release script's reply (reply.Release).
 func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
-	remaining, held, err := reply.Release(cmd)
+	remaining, held, handed, err := reply.Release(cmd)
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return releaseReply{held: held, remaining: remaining}, nil
+	return releaseReply{held: held, remaining: remaining, handed: handed}, nil
 }

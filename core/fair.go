@@ -257,8 +257,14 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptFairRelease.Run(ctx, a.c.rdb,
+	rep, err := decodeRelease(scriptFairRelease.Run(ctx, a.c.rdb,
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix, a.k.fence, a.standing},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
-		ms(fenceTTL), ms(a.claimWindow), ms(receiptTTL)))
+		ms(fenceTTL), ms(a.claimWindow), ms(receiptTTL), a.c.id))
+	if rep.handed != "" {
+		// The lock went to one of this Client's waiters: hand it over here,
+		// whoever waits for this reply (it was not published).
+		a.c.hub.Deliver(a.channel(""), rep.handed)
+	}
+	return rep, err
 }

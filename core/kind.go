@@ -203,6 +203,10 @@ type acquireReply struct {
 type releaseReply struct {
 	held      bool // false: the owner did not hold the lock
 	remaining int64
+	// handed is a grant the release made to a waiter of this Client,
+	// returned instead of published (fair_release.lua): the release's
+	// caller hands it to the waiter (hub.Deliver).
+	handed string
 }
 
 // aloneRenewer marks a renewable whose renewal is round trips of its own

@@ -154,6 +154,13 @@ func (h *Hub) unsubscribed(conn *psConn, channel string) {
 	}
 }
 
+// Deliver hands payload to the waiters of channel as if it had been
+// published there: a grant a release made to one of this Client's waiters
+// comes back in the release's reply instead (fair_release.lua).
+func (h *Hub) Deliver(channel, payload string) {
+	h.published(&redis.Message{Channel: channel, Payload: payload})
+}
+
 // published wakes the waiters a message asks for: its payload is how many
 // (a number; anything else, or 0, means one; negative means all), or a
 // push for one attempt (push.go) — a grant, 'w <attempt id>', or 'n <attempt

@@ -1,0 +1,144 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core"
+)
+
+// A release that grants the lock to a waiter of its own Client does not
+// publish the grant: the release's reply carries it, and the Client hands
+// it to its waiter, whose Lock returns on it with no script of its own.
+func TestFairGrantToALocalWaiterComesWithTheReply(t *testing.T) {
+	for _, tc := range []struct {
+		kind core.Kind
+		lock func(*core.Client) core.Locker
+	}{
+		{core.KindFair, func(c *core.Client) core.Locker { return c.FairMutex("g") }},
+		{core.KindMutex, func(c *core.Client) core.Locker { return c.Mutex("g") }},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			srv, rdb := single(t)
+			obs := &waitSignal{waiting: make(chan int, 16)}
+			c := newLocks(t, rdb, core.WithObserver(obs))
+			grants := watchPushes(t, srv, "g", "g ")
+			ctx := context.Background()
+			held := mustLock(t, tc.lock(c), ctx)
+			got := lockLater(t, tc.lock(c), ctx)
+			waitInLine(t, obs)
+
+			before := scriptCalls(t, rdb)
+			mustUnlock(t, held)
+			l := <-got
+			if l == nil {
+				t.FailNow()
+			}
+			if n := scriptCalls(t, rdb) - before; n != 1 {
+				t.Errorf("scripts run from the release to the waiter holding the lock: %d, want 1 (the release)", n)
+			}
+			if l.Token() <= held.Token() {
+				t.Errorf("granted lease: token %d, want one above the released hold's %d", l.Token(), held.Token())
+			}
+			select {
+			case g := <-grants:
+				t.Errorf("the grant to the releasing Client's own waiter was published: %q", g)
+			case <-time.After(200 * time.Millisecond):
+			}
+			mustUnlock(t, l)
+		})
+	}
+}
+
+// replyLoss is a go-redis hook that, once armed, lets the next fair
+// release run on the server and then reports a network error instead of
+// its reply (the connection broke after the command was sent).
+type replyLoss struct {
+	armed atomic.Bool
+	lost  atomic.Int32
+}
+
+func (h *replyLoss) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *replyLoss) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *replyLoss) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		// A fair release's fourth key is its lease's receipt (an
+		// acquisition's is the fence counter).
+		args := cmd.Args()
+		if err == nil && len(args) > 6 && strings.HasPrefix(cmd.Name(), "eval") {
+			if k, _ := args[6].(string); strings.Contains(k, ":rel:") && h.armed.CompareAndSwap(true, false) {
+				h.lost.Add(1)
+				err = errors.New("read tcp: connection reset by peer")
+				cmd.SetErr(err)
+			}
+		}
+		return err
+	}
+}
+
+// A release whose reply was lost after it ran leaves the grant it made to a
+// waiter of its own Client in Redis, as a lost push does: the waiter finds
+// it (its Client's keep call finds its place gone, and its next attempt is
+// answered the win) within the claim window, holding the grant's token,
+// and its Client claims the hold.
+func TestFairGrantInALostReleaseReplyIsFound(t *testing.T) {
+	srv, _ := single(t)
+	loss := &replyLoss{}
+	rdb := srv.NewClient(t)
+	rdb.AddHook(loss)
+	obs := &waitSignal{waiting: make(chan int, 16)}
+	c := newLocks(t, rdb, core.WithObserver(obs))
+	const window = 2 * time.Second
+	lock := func() core.Locker {
+		return c.FairMutex("r", core.FairClaimWindow(window), core.FairWaiterTimeout(1500*time.Millisecond))
+	}
+	ctx := context.Background()
+	held := mustLock(t, lock(), ctx)
+	got := lockLater(t, lock(), ctx)
+	waitInLine(t, obs)
+
+	loss.armed.Store(true)
+	released := time.Now()
+	if err := held.Unlock(ctx); err == nil {
+		t.Fatal("Unlock succeeded: the reply was not lost")
+	}
+	if loss.lost.Load() != 1 {
+		t.Fatalf("%d release replies lost, want 1", loss.lost.Load())
+	}
+	check := srv.NewClient(t)
+	granted, err := check.HGet(ctx, "keylock:{r}", ":token").Result()
+	if err != nil {
+		t.Fatalf("the release did not grant the lock: %v", err)
+	}
+	var l *core.Lease
+	select {
+	case l = <-got:
+	case <-time.After(window):
+		t.Fatalf("the waiter did not find the grant within the claim window (%v)", window)
+	}
+	if l == nil {
+		t.FailNow()
+	}
+	took := time.Since(released)
+	if tok := l.Token(); granted != strconv.FormatUint(tok, 10) {
+		t.Fatalf("the waiter holds token %d, want the grant's %s (it took the lock %v after the release)", tok, granted, took)
+	}
+	t.Logf("took %v", took)
+	time.Sleep(window + window/2)
+	if err := l.Context().Err(); err != nil {
+		t.Fatalf("the granted lease ended: %v (%v)", err, context.Cause(l.Context()))
+	}
+	mustUnlock(t, l)
+}
