@@ -34,3 +34,14 @@ func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
 	}
 	return releaseReply{held: held, remaining: remaining, handed: handed}, nil
 }
+
+// handOver gives the grants a release made to waiters of this Client
+// (rep.handed: returned in its reply, not published) to the waiters of
+// channel, the Client's channel of the lock, as a push would. It runs on
+// whichever goroutine read the reply, so a caller that left (its context
+// ended) loses no grant.
+func (c *Client) handOver(channel string, rep releaseReply) {
+	for _, g := range rep.handed {
+		c.hub.Deliver(channel, g)
+	}
+}

@@ -261,10 +261,6 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix, a.k.fence, a.standing},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
 		ms(fenceTTL), ms(a.claimWindow), ms(receiptTTL), a.c.id))
-	if rep.handed != "" {
-		// The lock went to one of this Client's waiters: hand it over here,
-		// whoever waits for this reply (it was not published).
-		a.c.hub.Deliver(a.channel(""), rep.handed)
-	}
+	a.c.handOver(a.channel(""), rep)
 	return rep, err
 }

@@ -14,25 +14,34 @@ import (
 	"github.com/keylock/keylock/core"
 )
 
-// A release that grants the lock to a waiter of its own Client does not
-// publish the grant: the release's reply carries it, and the Client hands
-// it to its waiter, whose Lock returns on it with no script of its own.
-func TestFairGrantToALocalWaiterComesWithTheReply(t *testing.T) {
+// A release that grants the lock (or a semaphore's permit, or a read) to a
+// waiter of its own Client does not publish the grant: the release's reply
+// carries it, and the Client hands it to its waiter, whose Lock returns on
+// it with no script of its own.
+func TestGrantToALocalWaiterComesWithTheReply(t *testing.T) {
 	for _, tc := range []struct {
-		kind core.Kind
-		lock func(*core.Client) core.Locker
+		name           string
+		holder, waiter func(*core.Client) core.Locker
 	}{
-		{core.KindFair, func(c *core.Client) core.Locker { return c.FairMutex("g") }},
-		{core.KindMutex, func(c *core.Client) core.Locker { return c.Mutex("g") }},
+		{"fair", func(c *core.Client) core.Locker { return c.FairMutex("g") }, nil},
+		{"mutex", func(c *core.Client) core.Locker { return c.Mutex("g") }, nil},
+		{"semaphore", func(c *core.Client) core.Locker { return c.Semaphore("g", 1) }, nil},
+		{"rw write", func(c *core.Client) core.Locker { return c.RWMutex("g") }, nil},
+		{"rw read", func(c *core.Client) core.Locker { return c.RWMutex("g") },
+			func(c *core.Client) core.Locker { return c.RWMutex("g").RLocker() }},
 	} {
-		t.Run(string(tc.kind), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			srv, rdb := single(t)
 			obs := &waitSignal{waiting: make(chan int, 16)}
 			c := newLocks(t, rdb, core.WithObserver(obs))
 			grants := watchPushes(t, srv, "g", "g ")
+			waiter := tc.waiter
+			if waiter == nil {
+				waiter = tc.holder
+			}
 			ctx := context.Background()
-			held := mustLock(t, tc.lock(c), ctx)
-			got := lockLater(t, tc.lock(c), ctx)
+			held := mustLock(t, tc.holder(c), ctx)
+			got := lockLater(t, waiter(c), ctx)
 			waitInLine(t, obs)
 
 			before := scriptCalls(t, rdb)

@@ -203,10 +203,10 @@ type acquireReply struct {
 type releaseReply struct {
 	held      bool // false: the owner did not hold the lock
 	remaining int64
-	// handed is a grant the release made to a waiter of this Client,
-	// returned instead of published (fair_release.lua): the release's
-	// caller hands it to the waiter (hub.Deliver).
-	handed string
+	// handed are the grants the release made to waiters of this Client,
+	// returned instead of published (grant_push in lib_queue.lua):
+	// handOver gives them to the waiters.
+	handed []string
 }
 
 // aloneRenewer marks a renewable whose renewal is round trips of its own

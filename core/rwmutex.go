@@ -190,10 +190,12 @@ func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (r
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptRWReadRelease.Run(ctx, r.c.rdb,
+	rep, err := decodeRelease(scriptRWReadRelease.Run(ctx, r.c.rdb,
 		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.k.lock, r.intents, r.k.fence, r.queue, r.deadlines, r.standing, r.chPrefix},
 		rel.owner, ms(rel.wdLease), pub, ms(rel.keep), abort, tokenArg(rel.token), boolArg(rel.watchdog),
-		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
+		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL), r.c.id))
+	r.c.handOver(r.channel(""), rep)
+	return rep, err
 }
 
 // rwWrite is the protocol of one Lock or TryLock call on the write side. It
@@ -252,10 +254,12 @@ func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (re
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptRWWriteRelease.Run(ctx, w.c.rdb,
+	rep, err := decodeRelease(scriptRWWriteRelease.Run(ctx, w.c.rdb,
 		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.readers, w.counts, w.k.fence, w.queue, w.deadlines, w.standing, w.chPrefix},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
-		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
+		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL), w.c.id))
+	w.c.handOver(w.channel(""), rep)
+	return rep, err
 }
 
 // The line shared by both sides (lib_rw.lua): the Client keeps its

@@ -277,6 +277,8 @@ func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseRep
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptSemRelease.Run(ctx, a.c.rdb, a.scriptKeys(a.k.receipt(id)),
-		a.scriptArgs(pub, a.permits, a.holder, ms(receiptTTL), abort)...))
+	rep, err := decodeRelease(scriptSemRelease.Run(ctx, a.c.rdb, a.scriptKeys(a.k.receipt(id)),
+		a.scriptArgs(pub, a.permits, a.holder, ms(receiptTTL), abort, a.c.id)...))
+	a.c.handOver(a.channel(""), rep)
+	return rep, err
 }

@@ -79,27 +79,30 @@ func ParseAcquire(v any) (Acquire, error) {
 }
 
 // Release reads the reply shared by release scripts: the holds the owner
-// still has (remaining), or -1 when the hold was gone (held false); a fair
-// lock's release that granted the lock to a waiter of the releasing Client
-// replies {0, grant}, and handed is that grant's push payload.
-func Release(cmd *redis.Cmd) (remaining int64, held bool, handed string, err error) {
+// still has (remaining), or -1 when the hold was gone (held false). A
+// release that granted waiters of the releasing Client replies {n, grant,
+// …}: handed are those grants' push payloads ('g …').
+func Release(cmd *redis.Cmd) (remaining int64, held bool, handed []string, err error) {
 	v, err := cmd.Result()
 	if err != nil {
-		return 0, false, "", err
+		return 0, false, nil, err
 	}
 	if arr, ok := v.([]any); ok {
-		if len(arr) != 2 {
-			return 0, false, "", fmt.Errorf("unexpected release reply of %d elements", len(arr))
+		if len(arr) < 2 {
+			return 0, false, nil, fmt.Errorf("unexpected release reply of %d elements", len(arr))
 		}
-		handed, ok = arr[1].(string)
-		if !ok || !strings.HasPrefix(handed, "g ") {
-			return 0, false, "", fmt.Errorf("unexpected handed grant %v", arr[1])
+		for _, g := range arr[1:] {
+			p, ok := g.(string)
+			if !ok || !strings.HasPrefix(p, "g ") {
+				return 0, false, nil, fmt.Errorf("unexpected handed grant %v", g)
+			}
+			handed = append(handed, p)
 		}
 		v = arr[0]
 	}
 	n, err := Int(v)
 	if err != nil {
-		return 0, false, "", err
+		return 0, false, nil, err
 	}
 	return n, n >= 0, handed, nil
 }

@@ -27,7 +27,7 @@
 -- Returns n >= 0  holds the owner still has (0: the lock was freed)
 --         {0, g}  the lock was freed and granted to a waiter of the
 --                 releasing Client: g is the grant, returned instead of
---                 published (see below)
+--                 published (grant_push in lib_queue.lua)
 --         -1      the hold this lease belongs to is gone: nothing done
 --
 -- Direct handoff. When the last hold ends and the first live waiter in line
@@ -52,13 +52,9 @@
 -- are bounded by the holder's lease, go on. A waiter whose standing attempt
 -- is already over (it gave up, and its leave has not landed yet) is taken
 -- out of line instead. A fixed-LeaseTime waiter is woken to take the lock
--- itself, as before.
---
--- A grant to a waiter of the releasing Client (its tag is ARGV[11]) is not
--- published: the reply carries it, and the releasing Client hands it to
--- its waiter (core/fair.go), without a hop through another connection. A
--- copy of the release is answered the receipt (n) only: a reply that was
--- lost is a lost push, found by the grantee's next attempt.
+-- itself, as before. A grant to a waiter of the releasing Client (its tag
+-- is ARGV[11]) is returned in the reply instead of published (grant_push).
+local line = {ch = KEYS[5], publish = ARGV[3], self = ARGV[11]}
 local function grant_next()
   local head = redis.call('lindex', KEYS[2], 0)
   if not head then
@@ -92,20 +88,14 @@ local function grant_next()
       redis.call('del', KEYS[1])
       hold_take(KEYS[1], head, token, lease, '1', now, tag or '')
       redis.call('set', record, 'A1:' .. token, 'px', math.max(tonumber(wl), tonumber(ARGV[10])))
-      local g = 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease
-      local handed
-      if tag and tag ~= '' and tag == ARGV[11] then
-        handed = g
-      else
-        waiter_push(KEYS[5], head, tag, g, ARGV[3])
-      end
+      grant_push(line, head, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease)
       -- The next in line on another Client is told when the grant's claim
       -- window ends: if the grantee never claims, that waiter looks again
       -- then and takes the lock, instead of at its next bounded re-check;
       -- the places of the grantee's Client's other waiters ahead of it
       -- last that long unless their Client renews them (lib_queue.lua).
       notify_head(KEYS[2], KEYS[3], KEYS[7], KEYS[5], {[tag or ''] = true}, lease, now, ARGV[3])
-      return handed
+      return
     end
     head = redis.call('lindex', KEYS[2], 0)
   end
@@ -120,12 +110,8 @@ local n = hold_release(KEYS[1], ARGV[1], token, ARGV[7], tonumber(ARGV[2]))
 if n < 0 then
   return release_refused(KEYS[4], ARGV[4])
 end
-local handed
 if n == 0 then
-  handed = grant_next()
+  grant_next()
 end
 redis.call('set', KEYS[4], n, 'px', ARGV[4])
-if handed then
-  return {n, handed}
-end
-return n
+return release_reply(n, line)

@@ -136,6 +136,31 @@ local function waiter_push(ch_prefix, owner, tag, payload, publish)
   end
 end
 
+-- grant_push pushes a grant (payload 'g …') to waiter m, on channel tag, of
+-- the line st (st.ch, st.publish) — unless the waiter is on the Client
+-- running this script (tag st.self, set by a release script only): that
+-- grant is kept in st.handed, and the release returns it in its reply
+-- (release_reply) for its Client to hand over, without a push.
+local function grant_push(st, m, tag, payload)
+  if tag and tag ~= '' and tag == st.self then
+    st.handed = st.handed or {}
+    table.insert(st.handed, payload)
+    return
+  end
+  waiter_push(st.ch, m, tag, payload, st.publish)
+end
+
+-- release_reply is a release script's answer: n (the holds left), or
+-- {n, grant, …} when it granted waiters of the releasing Client
+-- (grant_push). A copy of the release is answered its receipt, n alone: a
+-- lost reply is a lost push, which the grantee's next attempt finds.
+local function release_reply(n, st)
+  if st.handed then
+    return {n, unpack(st.handed)}
+  end
+  return n
+end
+
 -- notify_cap bounds how many places of the granted Clients at the head of
 -- the line one notify_head cuts, reading notify_reach at a time.
 local notify_cap = 256

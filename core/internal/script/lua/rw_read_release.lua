@@ -24,8 +24,13 @@
 -- ARGV[8]  fence counter TTL in milliseconds
 -- ARGV[9]  claim window in milliseconds (a grant's first lease)
 -- ARGV[10] shortest life of a grant's record in milliseconds
+-- ARGV[11] the tag of the releasing Client's channel: a grant to one of its
+--          waiters is returned in the reply, not published (grant_push in
+--          lib_queue.lua; '' or absent: every grant is published)
 --
 -- Returns n >= 0  read holds the owner still has
+--         {n, g…} the same, with the grants made to waiters of the releasing
+--                 Client (ARGV[11])
 --         -1      the read hold this lease belongs to is gone: nothing done
 local seen, token = release_seen(KEYS[3], ARGV[5], ARGV[4], ARGV[6])
 if seen then
@@ -35,6 +40,7 @@ if redis.call('hexists', KEYS[2], ARGV[1]) == 0 or redis.call('hget', KEYS[2], '
   return release_refused(KEYS[3], ARGV[4])
 end
 local now = now_ms()
+local r = {}
 local n = redis.call('hincrby', KEYS[2], ARGV[1], -1)
 if n > 0 then
   -- The reader keeps the lease its remaining leases need: at least the
@@ -58,11 +64,13 @@ if n > 0 then
 else
   redis.call('hdel', KEYS[2], ARGV[1], ':' .. ARGV[1], book('w', ARGV[1]), book('f', ARGV[1]), book('g', ARGV[1]))
   redis.call('zrem', KEYS[1], ARGV[1])
-  rw_admit({
+  r = {
     writer = KEYS[4], readers = KEYS[1], rcount = KEYS[2], intents = KEYS[5], fence = KEYS[6],
     queue = KEYS[7], deadlines = KEYS[8], standing = KEYS[9], ch = KEYS[10],
     fence_ttl = ARGV[8], claim = tonumber(ARGV[9]), record_ttl = tonumber(ARGV[10]), publish = ARGV[3],
-  }, now)
+    self = ARGV[11],
+  }
+  rw_admit(r, now)
 end
 redis.call('set', KEYS[3], n, 'px', ARGV[4])
-return n
+return release_reply(n, r)

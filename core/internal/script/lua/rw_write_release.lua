@@ -25,8 +25,13 @@
 -- ARGV[8]  fence counter TTL in milliseconds
 -- ARGV[9]  claim window in milliseconds (a grant's first lease)
 -- ARGV[10] shortest life of a grant's record in milliseconds
+-- ARGV[11] the tag of the releasing Client's channel: a grant to one of its
+--          waiters is returned in the reply, not published (grant_push in
+--          lib_queue.lua; '' or absent: every grant is published)
 --
 -- Returns n >= 0  write holds the owner still has
+--         {n, g…} the same, with the grants made to waiters of the releasing
+--                 Client (ARGV[11])
 --         -1      the hold this lease belongs to is gone: nothing done
 local seen, token = release_seen(KEYS[3], ARGV[5], ARGV[4], ARGV[6])
 if seen then
@@ -36,13 +41,16 @@ local n = hold_release(KEYS[1], ARGV[1], token, ARGV[7], tonumber(ARGV[2]))
 if n < 0 then
   return release_refused(KEYS[3], ARGV[4])
 end
+local r = {}
 if n == 0 then
   redis.call('del', KEYS[1])
-  rw_admit({
+  r = {
     writer = KEYS[1], readers = KEYS[4], rcount = KEYS[5], intents = KEYS[2], fence = KEYS[6],
     queue = KEYS[7], deadlines = KEYS[8], standing = KEYS[9], ch = KEYS[10],
     fence_ttl = ARGV[8], claim = tonumber(ARGV[9]), record_ttl = tonumber(ARGV[10]), publish = ARGV[3],
-  }, now_ms())
+    self = ARGV[11],
+  }
+  rw_admit(r, now_ms())
 end
 redis.call('set', KEYS[3], n, 'px', ARGV[4])
-return n
+return release_reply(n, r)

@@ -11,11 +11,17 @@
 -- ARGV[7]  receipt TTL in milliseconds
 -- ARGV[8]  '1': resolve an attempt whose outcome is unknown: release only if
 --          it won (its record says so), else mark it over (lib_attempt.lua)
+-- ARGV[9]  the tag of the releasing Client's channel: a grant to one of its
+--          waiters is returned in the reply, not published (grant_push in
+--          lib_queue.lua; '' or absent: every grant is published)
 --
--- Returns 0   released
---         -1  the holder held nothing (its lease ran out, or released)
+-- Returns 0        released
+--         {0, g…}  released, with the grants made to waiters of the
+--                  releasing Client (ARGV[9])
+--         -1       the holder held nothing (its lease ran out, or released)
 -- (The holder id is unique to one acquisition: it names the hold.)
 local s = sem_state()
+s.self = ARGV[9]
 local holder = ARGV[6]
 local seen = release_seen(KEYS[9], ARGV[8], ARGV[7], 'holder')
 if seen then
@@ -31,4 +37,4 @@ local now = now_ms()
 prune_expired(s.expiry, s.holders, now)
 sem_admit(s, now)
 redis.call('set', KEYS[9], 0, 'px', ARGV[7])
-return 0
+return release_reply(0, s)
