@@ -38,8 +38,10 @@ func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
 // handOver gives the grants a release made to waiters of this Client
 // (rep.handed: returned in its reply, not published) to the waiters of
 // channel, the Client's channel of the lock, as a push would. It runs on
-// whichever goroutine read the reply, so a caller that left (its context
-// ended) loses no grant.
+// whichever goroutine read the reply: a Client-owned one when the caller
+// did not wait for it (detach), so the grant still reaches its waiter. A
+// reply never read (the call failed after the script ran) is a lost push:
+// the grantee's Client finds the grant at its next keep call or attempt.
 func (c *Client) handOver(channel string, rep releaseReply) {
 	for _, g := range rep.handed {
 		c.hub.Deliver(channel, g)
