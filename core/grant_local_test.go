@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
 )
@@ -44,13 +41,8 @@ func TestGrantToALocalWaiterComesWithTheReply(t *testing.T) {
 			got := lockLater(t, waiter(c), ctx)
 			waitInLine(t, obs)
 
-			before := scriptCalls(t, rdb)
-			mustUnlock(t, held)
-			l := <-got
-			if l == nil {
-				t.FailNow()
-			}
-			if n := scriptCalls(t, rdb) - before; n != 1 {
+			l, n := handOff(t, rdb, held, got)
+			if n != 1 {
 				t.Errorf("scripts run from the release to the waiter holding the lock: %d, want 1 (the release)", n)
 			}
 			if l.Token() <= held.Token() {
@@ -66,37 +58,6 @@ func TestGrantToALocalWaiterComesWithTheReply(t *testing.T) {
 	}
 }
 
-// replyLoss is a go-redis hook that, once armed, lets the next fair
-// release run on the server and then reports a network error instead of
-// its reply (the connection broke after the command was sent).
-type replyLoss struct {
-	armed atomic.Bool
-	lost  atomic.Int32
-}
-
-func (h *replyLoss) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *replyLoss) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (h *replyLoss) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		// A fair release's fourth key is its lease's receipt (an
-		// acquisition's is the fence counter).
-		args := cmd.Args()
-		if err == nil && len(args) > 6 && strings.HasPrefix(cmd.Name(), "eval") {
-			if k, _ := args[6].(string); strings.Contains(k, ":rel:") && h.armed.CompareAndSwap(true, false) {
-				h.lost.Add(1)
-				err = errors.New("read tcp: connection reset by peer")
-				cmd.SetErr(err)
-			}
-		}
-		return err
-	}
-}
-
 // A release whose reply was lost after it ran leaves the grant it made to a
 // waiter of its own Client in Redis, as a lost push does: the waiter finds
 // it (its Client's keep call finds its place gone, and its next attempt is
@@ -104,9 +65,7 @@ func (h *replyLoss) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // and its Client claims the hold.
 func TestFairGrantInALostReleaseReplyIsFound(t *testing.T) {
 	srv, _ := single(t)
-	loss := &replyLoss{}
-	rdb := srv.NewClient(t)
-	rdb.AddHook(loss)
+	rdb, tp := tapped(t, srv)
 	obs := &waitSignal{waiting: make(chan int, 16)}
 	c := newLocks(t, rdb, core.WithObserver(obs))
 	const window = 2 * time.Second
@@ -118,13 +77,23 @@ func TestFairGrantInALostReleaseReplyIsFound(t *testing.T) {
 	got := lockLater(t, lock(), ctx)
 	waitInLine(t, obs)
 
-	loss.armed.Store(true)
+	// The release runs on the server; its reply is lost (the connection
+	// broke after the command was sent).
+	var lost atomic.Int32
+	tp.onCommand(func(ctx context.Context, c call, send func() error) error {
+		if err := send(); err != nil || c.script != "fair_release" || lost.Add(1) > 1 {
+			return err
+		}
+		err := errors.New("read tcp: connection reset by peer")
+		c.cmd.SetErr(err)
+		return err
+	})
 	released := time.Now()
 	if err := held.Unlock(ctx); err == nil {
 		t.Fatal("Unlock succeeded: the reply was not lost")
 	}
-	if loss.lost.Load() != 1 {
-		t.Fatalf("%d release replies lost, want 1", loss.lost.Load())
+	if n := lost.Load(); n < 1 {
+		t.Fatal("the release was not seen")
 	}
 	check := srv.NewClient(t)
 	granted, err := check.HGet(ctx, "keylock:{r}", ":token").Result()

@@ -18,6 +18,19 @@ func scriptCalls(t *testing.T, rdb *redis.Client) int64 {
 	return commandCalls(t, rdb, "evalsha", "eval")
 }
 
+// handOff releases held and returns the lease the waiter's Lock sent on
+// got, and how many scripts the server ran from the release until then.
+func handOff(t *testing.T, rdb *redis.Client, held *core.Lease, got <-chan *core.Lease) (*core.Lease, int64) {
+	t.Helper()
+	before := scriptCalls(t, rdb)
+	mustUnlock(t, held)
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	return l, scriptCalls(t, rdb) - before
+}
+
 // waitInLine blocks until obs saw the waiter's second wait (in line and
 // subscribed to its own channel).
 func waitInLine(t *testing.T, obs *waitSignal) {
@@ -70,13 +83,8 @@ func TestFairGrantHandsOffWithoutARoundTrip(t *testing.T) {
 			if st.Kind != tc.kind || len(st.Line) != 1 || st.Line[0].Mode != tc.kind || st.Line[0].ClientID != waiter.ID() {
 				t.Fatalf("Inspect: kind %s, line %+v; want a %s with the waiter in its line", st.Kind, st.Line, tc.kind)
 			}
-			before := scriptCalls(t, rdb)
-			mustUnlock(t, held)
-			l := <-got
-			if l == nil {
-				t.FailNow()
-			}
-			if n := scriptCalls(t, rdb) - before; n != 1 {
+			l, n := handOff(t, rdb, held, got)
+			if n != 1 {
 				t.Errorf("scripts run from the release to the waiter holding the lock: %d, want 1 (the release)", n)
 			}
 			if l.Token() <= held.Token() || l.Kind() != tc.kind {
@@ -269,13 +277,8 @@ func TestFairFixedLeaseWaiterTakesTheLockItself(t *testing.T) {
 		got <- l
 	}()
 	waitInLine(t, obs)
-	before := scriptCalls(t, rdb)
-	mustUnlock(t, held)
-	l := <-got
-	if l == nil {
-		t.FailNow()
-	}
-	if n := scriptCalls(t, rdb) - before; n != 2 {
+	l, n := handOff(t, rdb, held, got)
+	if n != 2 {
 		t.Errorf("scripts for the handoff: %d, want 2 (the release, the waiter's acquire)", n)
 	}
 	if ttl := rdb.PTTL(ctx, "keylock:{x}").Val(); ttl < 4*time.Second {
