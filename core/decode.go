@@ -39,10 +39,18 @@ func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
 // (rep.handed: returned in its reply, not published) to the waiters of
 // channel, the Client's channel of the lock, as a push would. It runs on
 // whichever goroutine read the reply: a Client-owned one when the caller
-// did not wait for it (detach), so the grant still reaches its waiter. A
-// reply never read (the call failed after the script ran) is a lost push:
-// the grantee's Client finds the grant at its next keep call or attempt.
-func (c *Client) handOver(channel string, rep releaseReply) {
+// did not wait for it (detach), so the grant still reaches its waiter.
+//
+// A release that failed (err) may have run, and granted one of these
+// waiters in a reply nobody read: every local waiter of the lock is woken
+// to look again, and the grantee's attempt is answered the win from its
+// record — at once, instead of at its Client's next keep call. A failed
+// release is rare; the wake-up costs one attempt per local waiter.
+func (c *Client) handOver(channel string, rep releaseReply, err error) {
+	if err != nil {
+		c.hub.Deliver(channel, "-1") // a negative count wakes them all
+		return
+	}
 	for _, g := range rep.handed {
 		c.hub.Deliver(channel, g)
 	}

@@ -261,6 +261,6 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix, a.k.fence, a.standing},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
 		ms(fenceTTL), ms(a.claimWindow), ms(receiptTTL), a.c.id))
-	a.c.handOver(a.channel(""), rep)
+	a.c.handOver(a.channel(""), rep, err)
 	return rep, err
 }

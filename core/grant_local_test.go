@@ -59,10 +59,11 @@ func TestGrantToALocalWaiterComesWithTheReply(t *testing.T) {
 }
 
 // A release whose reply was lost after it ran leaves the grant it made to a
-// waiter of its own Client in Redis, as a lost push does: the waiter finds
-// it (its Client's keep call finds its place gone, and its next attempt is
-// answered the win) within the claim window, holding the grant's token,
-// and its Client claims the hold.
+// waiter of its own Client in Redis, as a lost push does. The failed
+// release makes the Client wake its waiters of the lock, and the grantee's
+// next attempt is answered the win: it holds the grant's token within the
+// claim window (its Client's keep calls, every 10 s here, come too late to
+// find it), and its Client claims the hold.
 func TestFairGrantInALostReleaseReplyIsFound(t *testing.T) {
 	srv, _ := single(t)
 	rdb, tp := tapped(t, srv)
@@ -70,7 +71,7 @@ func TestFairGrantInALostReleaseReplyIsFound(t *testing.T) {
 	c := newLocks(t, rdb, core.WithObserver(obs))
 	const window = 2 * time.Second
 	lock := func() core.Locker {
-		return c.FairMutex("r", core.FairClaimWindow(window), core.FairWaiterTimeout(1500*time.Millisecond))
+		return c.FairMutex("r", core.FairClaimWindow(window), core.FairWaiterTimeout(30*time.Second))
 	}
 	ctx := context.Background()
 	held := mustLock(t, lock(), ctx)

@@ -279,6 +279,6 @@ func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseRep
 	}
 	rep, err := decodeRelease(scriptSemRelease.Run(ctx, a.c.rdb, a.scriptKeys(a.k.receipt(id)),
 		a.scriptArgs(pub, a.permits, a.holder, ms(receiptTTL), abort, a.c.id)...))
-	a.c.handOver(a.channel(""), rep)
+	a.c.handOver(a.channel(""), rep, err)
 	return rep, err
 }

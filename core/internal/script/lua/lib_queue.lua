@@ -153,7 +153,8 @@ end
 -- release_reply is a release script's answer: n (the holds left), or
 -- {n, grant, …} when it granted waiters of the releasing Client
 -- (grant_push). A copy of the release is answered its receipt, n alone: a
--- lost reply is a lost push, which the grantee's next attempt finds.
+-- Client whose release call failed wakes its waiters of the lock instead
+-- (core/decode.go), and the grantee's next attempt finds the grant.
 local function release_reply(n, st)
   if st.handed then
     return {n, unpack(st.handed)}
