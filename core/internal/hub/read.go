@@ -155,8 +155,9 @@ func (h *Hub) unsubscribed(conn *psConn, channel string) {
 }
 
 // Deliver hands payload to the waiters of channel as if it had been
-// published there: a grant a release made to one of this Client's waiters
-// comes back in the release's reply instead (fair_release.lua).
+// published there: a grant a release made to one of this Client's waiters,
+// which came back in the release's reply instead (grant_push in
+// lib_queue.lua), or a count of waiters to wake ("-1": all of them).
 func (h *Hub) Deliver(channel, payload string) {
 	h.published(&redis.Message{Channel: channel, Payload: payload})
 }

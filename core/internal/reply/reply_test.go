@@ -1,8 +1,12 @@
 package reply
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestParseAcquire(t *testing.T) {
@@ -27,6 +31,38 @@ func TestParseAcquire(t *testing.T) {
 	for _, bad := range []any{nil, int64(1), []any{int64(1)}, []any{"x", int64(1)}, []any{int64(1), int64(2), 3.5}} {
 		if got, err := ParseAcquire(bad); err == nil {
 			t.Errorf("ParseAcquire(%v) = %+v, want an error", bad, got)
+		}
+	}
+}
+
+// A release's reply: the holds left, or those with the grants the release
+// made to waiters of the releasing Client.
+func TestRelease(t *testing.T) {
+	cmdOf := func(v any) *redis.Cmd {
+		cmd := redis.NewCmd(context.Background())
+		cmd.SetVal(v)
+		return cmd
+	}
+	for _, c := range []struct {
+		reply  any
+		n      int64
+		held   bool
+		handed []string
+	}{
+		{int64(0), 0, true, nil},
+		{int64(2), 2, true, nil},
+		{int64(-1), -1, false, nil},
+		{[]any{int64(0), "g a:1 7 100 2000"}, 0, true, []string{"g a:1 7 100 2000"}},
+		{[]any{int64(0), "g a:1 7 100 2000", "g b:1 8 100 2000"}, 0, true, []string{"g a:1 7 100 2000", "g b:1 8 100 2000"}},
+	} {
+		n, held, handed, err := Release(cmdOf(c.reply))
+		if err != nil || n != c.n || held != c.held || !slices.Equal(handed, c.handed) {
+			t.Errorf("Release(%v) = %d, %v, %q, %v; want %d, %v, %q", c.reply, n, held, handed, err, c.n, c.held, c.handed)
+		}
+	}
+	for _, bad := range []any{nil, "x", []any{int64(0)}, []any{int64(0), "w a:1"}, []any{int64(0), int64(3)}, []any{"x", "g a:1 7 100 2000"}} {
+		if n, _, handed, err := Release(cmdOf(bad)); err == nil {
+			t.Errorf("Release(%v) = %d, %q, want an error", bad, n, handed)
 		}
 	}
 }

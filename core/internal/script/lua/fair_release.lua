@@ -88,7 +88,7 @@ local function grant_next()
       redis.call('del', KEYS[1])
       hold_take(KEYS[1], head, token, lease, '1', now, tag or '')
       redis.call('set', record, 'A1:' .. token, 'px', math.max(tonumber(wl), tonumber(ARGV[10])))
-      grant_push(line, head, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease)
+      grant_push(line, head, tag, id, token, now, lease)
       -- The next in line on another Client is told when the grant's claim
       -- window ends: if the grantee never claims, that waiter looks again
       -- then and takes the lock, instead of at its next bounded re-check;

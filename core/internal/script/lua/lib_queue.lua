@@ -136,12 +136,15 @@ local function waiter_push(ch_prefix, owner, tag, payload, publish)
   end
 end
 
--- grant_push pushes a grant (payload 'g …') to waiter m, on channel tag, of
--- the line st (st.ch, st.publish) — unless the waiter is on the Client
--- running this script (tag st.self, set by a release script only): that
--- grant is kept in st.handed, and the release returns it in its reply
--- (release_reply) for its Client to hand over, without a push.
-local function grant_push(st, m, tag, payload)
+-- grant_push pushes the grant of hold token (made at server time now, its
+-- first lease ms) to the waiter of attempt id, member m on channel tag, of
+-- the line st (st.ch, st.publish): 'g <id> <token> <now> <ms>' — unless
+-- the waiter is on the Client running this script (tag st.self, set by a
+-- release script only): that grant is kept in st.handed, and the release
+-- returns it in its reply (release_reply) for its Client to hand over,
+-- without a push.
+local function grant_push(st, m, tag, id, token, now, ms)
+  local payload = 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. ms
   if tag and tag ~= '' and tag == st.self then
     st.handed = st.handed or {}
     table.insert(st.handed, payload)

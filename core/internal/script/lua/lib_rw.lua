@@ -123,7 +123,7 @@ local function rw_grant(r, m, id, wl, tag, take, now, granted)
   local lease = math.min(wl, r.claim)
   local token = take(lease)
   redis.call('set', record, 'A1:' .. token, 'px', math.max(wl, r.record_ttl))
-  grant_push(r, m, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease)
+  grant_push(r, m, tag, id, token, now, lease)
   granted.tags[tag or ''], granted.claim = true, math.max(granted.claim, lease)
   return true
 end

@@ -159,7 +159,7 @@ local function sem_admit(s, now, self)
           local lease = math.min(wl, s.claim)
           local token = sem_take(s, id, owner, n, lease, now, tag or '')
           redis.call('set', record, 'A1:' .. token, 'px', math.max(wl, s.record_ttl))
-          grant_push(s, m, tag, 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. lease)
+          grant_push(s, m, tag, id, token, now, lease)
           granted[tag or ''], claim = true, math.max(claim, lease)
           free = free - n
         end
