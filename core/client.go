@@ -34,7 +34,8 @@ type Client struct {
 	watchdog *watchdog       // holds, renewals and deadlines (watchdog.go)
 	identity *identityKeeper // the identity record, or nil (identity.go)
 
-	places placeKeeper // waiters' places in line (wait_place.go)
+	places   placeKeeper // waiters' places in line (wait_place.go)
+	coalesce coalescer   // script calls made at once share round trips (coalesce.go)
 
 	scripts     *script.Cache // SHAs of the scripts, shared per rdb (package script)
 	scriptsOnce sync.Once     // SCRIPT LOAD of every script before the first call

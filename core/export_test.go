@@ -70,3 +70,32 @@ func RunsInline(c *Client, ctx context.Context) bool {
 	}
 	return ok
 }
+
+// FillCoalescer makes c's next script calls queue, as if as many more
+// calls as c sends at once were in flight. endOne ends one of those, as a
+// call in flight ending does (the queue goes out as a pipeline); endAll
+// ends those left.
+func FillCoalescer(c *Client) (endOne, endAll func()) {
+	c.coalesce.mu.Lock()
+	c.coalesce.inFlight += coalesceInFlight
+	c.coalesce.mu.Unlock()
+	var ended int
+	endOne = func() {
+		ended++
+		c.callEnded()
+	}
+	endAll = func() {
+		for ended < coalesceInFlight {
+			endOne()
+		}
+	}
+	return endOne, endAll
+}
+
+// Coalescing reports how many of c's script calls are in flight and how
+// many wait in its queue.
+func Coalescing(c *Client) (inFlight, queued int) {
+	c.coalesce.mu.Lock()
+	defer c.coalesce.mu.Unlock()
+	return c.coalesce.inFlight, len(c.coalesce.queue)
+}

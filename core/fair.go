@@ -257,7 +257,7 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 	if err != nil {
 		return releaseReply{}, err
 	}
-	rep, err := decodeRelease(scriptFairRelease.Run(ctx, a.c.rdb,
+	rep, err := decodeRelease(a.c.run(ctx, scriptFairRelease,
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix, a.k.fence, a.standing},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
 		ms(fenceTTL), ms(a.claimWindow), ms(receiptTTL), a.c.id))

@@ -103,6 +103,6 @@ func (m *Mutex) releaseAs(ctx context.Context, r releaseArgs, abort string) (rel
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(scriptMutexRelease.Run(ctx, m.c.rdb, []string{m.k.lock, m.k.receipt(r.id), m.k.ch},
+	return decodeRelease(m.c.run(ctx, scriptMutexRelease, []string{m.k.lock, m.k.receipt(r.id), m.k.ch},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog)))
 }

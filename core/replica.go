@@ -95,7 +95,7 @@ func (c *Client) evalWrite(ctx context.Context, s *script.Script, keys []string,
 	rs := c.cfg.replica
 	none := acks{got: noReplicaCheck}
 	if rs == nil || rs.unsupported.Load() {
-		v, err = s.Run(ctx, c.rdb, keys, args...).Result()
+		v, err = c.run(ctx, s, keys, args...).Result()
 		return v, none, err
 	}
 	var target redis.UniversalClient = c.rdb

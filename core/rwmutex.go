@@ -190,7 +190,7 @@ func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (r
 	if err != nil {
 		return releaseReply{}, err
 	}
-	rep, err := decodeRelease(scriptRWReadRelease.Run(ctx, r.c.rdb,
+	rep, err := decodeRelease(r.c.run(ctx, scriptRWReadRelease,
 		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.k.lock, r.intents, r.k.fence, r.queue, r.deadlines, r.standing, r.chPrefix},
 		rel.owner, ms(rel.wdLease), pub, ms(rel.keep), abort, tokenArg(rel.token), boolArg(rel.watchdog),
 		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL), r.c.id))
@@ -254,7 +254,7 @@ func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (re
 	if err != nil {
 		return releaseReply{}, err
 	}
-	rep, err := decodeRelease(scriptRWWriteRelease.Run(ctx, w.c.rdb,
+	rep, err := decodeRelease(w.c.run(ctx, scriptRWWriteRelease,
 		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.readers, w.counts, w.k.fence, w.queue, w.deadlines, w.standing, w.chPrefix},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
 		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL), w.c.id))

@@ -277,7 +277,7 @@ func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseRep
 	if err != nil {
 		return releaseReply{}, err
 	}
-	rep, err := decodeRelease(scriptSemRelease.Run(ctx, a.c.rdb, a.scriptKeys(a.k.receipt(id)),
+	rep, err := decodeRelease(a.c.run(ctx, scriptSemRelease, a.scriptKeys(a.k.receipt(id)),
 		a.scriptArgs(pub, a.permits, a.holder, ms(receiptTTL), abort, a.c.id)...))
 	a.c.handOver(a.channel(""), rep, err)
 	return rep, err

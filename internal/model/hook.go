@@ -159,72 +159,110 @@ func (h *hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		script, lock := h.describe(cmd.Args())
-		if script == "" {
-			return next(ctx, cmd)
-		}
-		a := h.match(script, lock)
-		if a == nil {
-			return next(ctx, cmd)
-		}
-		// A call that ran into NOSCRIPT (the server restarted) did not run
-		// the script: go-redis sends it again as EVAL, and that call is the
-		// one the fault is for.
-		run := func() (ran bool, err error) {
-			err = next(ctx, cmd)
-			if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-				h.arm(a)
-				return false, err
-			}
-			return true, err
-		}
-		keep := func() {
-			h.copies.add(copyOf{at: time.Now(), args: append([]any(nil), cmd.Args()...), script: script, lock: lock, label: a.label})
-		}
-		switch a.fault {
-		case faultLateReply:
-			ran, err := run()
-			if !ran {
-				return err
-			}
-			t := time.NewTimer(a.delay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-h.stop:
-			}
-			return err
-		case faultLostReply:
-			if ran, err := run(); !ran {
-				return err
-			}
-			keep()
-			cmd.SetErr(errTimeout)
-			return errTimeout
-		case faultDelayed:
-			keep()
-			cmd.SetErr(errTimeout)
-			return errTimeout
-		case faultDuplicate:
-			ran, err := run()
-			if ran {
-				keep()
-			}
-			return err
-		}
-		return next(ctx, cmd)
+		return h.process(cmd, func() error { return next(ctx, cmd) })
 	}
 }
 
+// process runs one command through send, applying the fault armed for it
+// if it is a script call one is armed for.
+func (h *hook) process(cmd redis.Cmder, send func() error) error {
+	script, lock := h.describe(cmd.Args())
+	if script == "" {
+		return send()
+	}
+	a := h.match(script, lock)
+	if a == nil {
+		return send()
+	}
+	// A call that ran into NOSCRIPT (the server restarted) did not run
+	// the script: go-redis sends it again as EVAL, and that call is the
+	// one the fault is for.
+	run := func() (ran bool, err error) {
+		err = send()
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			h.arm(a)
+			return false, err
+		}
+		return true, err
+	}
+	keep := func() {
+		h.copies.add(copyOf{at: time.Now(), args: append([]any(nil), cmd.Args()...), script: script, lock: lock, label: a.label})
+	}
+	switch a.fault {
+	case faultLateReply:
+		ran, err := run()
+		if !ran {
+			return err
+		}
+		t := time.NewTimer(a.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-h.stop:
+		}
+		return err
+	case faultLostReply:
+		if ran, err := run(); !ran {
+			return err
+		}
+		keep()
+		cmd.SetErr(errTimeout)
+		return errTimeout
+	case faultDelayed:
+		keep()
+		cmd.SetErr(errTimeout)
+		return errTimeout
+	case faultDuplicate:
+		ran, err := run()
+		if ran {
+			keep()
+		}
+		return err
+	}
+	return send()
+}
+
 // ProcessPipelineHook learns the scripts a pipeline loads (the engine loads
-// them all in one pipeline); pipelined calls (renewals) are not faulted.
+// them all in one pipeline), and faults the script calls in it as
+// ProcessHook does single ones: calls made at once by several goroutines
+// of a Client share a pipeline. A pipeline with a call a fault is armed
+// for is sent one command at a time.
 func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		faulted := false
 		for _, c := range cmds {
 			h.learn(c.Args())
+			if script, lock := h.describe(c.Args()); script != "" && h.armedFor(script, lock) {
+				faulted = true
+			}
 		}
-		return next(ctx, cmds)
+		if !faulted {
+			return next(ctx, cmds)
+		}
+		var first error
+		for _, c := range cmds {
+			err := h.process(c, func() error {
+				_ = next(ctx, []redis.Cmder{c})
+				return c.Err()
+			})
+			if first == nil {
+				first = err
+			}
+		}
+		return first
 	}
+}
+
+// armedFor reports whether a fault is armed for a call of script on lock.
+func (h *hook) armedFor(script, lock string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, x := range h.armed {
+		if strings.HasSuffix(script, x.script) && x.lock == lock {
+			return true
+		}
+	}
+	return false
 }
 
 // learn records the name of a script in SCRIPT LOAD or EVAL arguments.

@@ -1,0 +1,176 @@
+package core
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/script"
+)
+
+// Script calls made at the same moment by several goroutines of one Client
+// (acquisitions and releases of many locks at once: a busy server's
+// requests) share round trips. A call made while fewer than
+// coalesceInFlight calls are in flight is sent at once, on its caller's
+// goroutine, as if there were no coalescing: a lone caller pays nothing.
+// A call made while that many are in flight waits in a queue; when a call
+// in flight ends, the queue is sent as one pipeline by the first caller in
+// it, which hands every other caller its reply. A pipeline of n scripts
+// costs one write and one read on each side instead of n, and one
+// connection of the pool instead of n: with 64 goroutines locking at once,
+// a Lock+Unlock costs the client half the CPU and Redis a quarter less.
+//
+// A queued caller whose context ends leaves the queue and is answered its
+// context's error; its call was never sent. A caller whose call is in a
+// pipeline being sent returns when its context ends, as a go-redis call
+// cancelled mid-read does: the outcome is unknown to it (attempts are
+// settled, releases retried, as for any call whose reply was not read). A
+// pipeline runs under the Client's context (Close ends it) with the values
+// of its first caller's.
+
+// coalesceInFlight is how many script calls (lone calls or pipelines) a
+// Client has in flight before further calls queue. Fewer cost throughput
+// at 16 goroutines (Redis waits for requests); more leave most calls
+// alone in their round trips at 32.
+const coalesceInFlight = 8
+
+// coalesceMax is the most calls one pipeline carries.
+const coalesceMax = 64
+
+// coalescer queues the script calls of one Client.
+type coalescer struct {
+	mu       sync.Mutex
+	inFlight int
+	queue    []*queuedCall
+}
+
+// queuedCall is one script call waiting in the queue, or sent in a
+// pipeline.
+type queuedCall struct {
+	ctx  context.Context
+	s    *script.Script
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+	// ready is signalled once: the reply is in cmd, or (lead not nil,
+	// set under coalescer.mu) the caller is to send lead, its own call
+	// first.
+	ready chan struct{}
+	lead  []*queuedCall
+	taken bool // guarded by coalescer.mu: out of the queue, into a pipeline
+}
+
+// run runs script s as the Client's acquire and release calls do: at once
+// when few calls are in flight, else in the next pipeline.
+func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args ...any) *redis.Cmd {
+	q := &c.coalesce
+	q.mu.Lock()
+	if q.inFlight < coalesceInFlight {
+		q.inFlight++
+		q.mu.Unlock()
+		cmd := s.Run(ctx, c.rdb, keys, args...)
+		c.callEnded()
+		return cmd
+	}
+	call := &queuedCall{ctx: ctx, s: s, keys: keys, args: args, ready: make(chan struct{}, 1)}
+	q.queue = append(q.queue, call)
+	q.mu.Unlock()
+
+	select {
+	case <-call.ready:
+	case <-ctx.Done():
+		q.mu.Lock()
+		if !call.taken {
+			q.remove(call)
+		}
+		lead := call.lead // set, and signalled, under q.mu
+		q.mu.Unlock()
+		if lead == nil { // not sent, or in a pipeline another caller sends
+			select {
+			case <-call.ready: // answered just now
+				return call.cmd
+			default:
+				return errorCmd(ctx, ctx.Err())
+			}
+		}
+		// Chosen to send a pipeline just as its context ended: a
+		// Client-owned goroutine sends it, and the caller leaves.
+		if c.spawn(func() { c.sendQueued(lead) }) {
+			return errorCmd(ctx, ctx.Err())
+		}
+	}
+	if call.lead == nil {
+		return call.cmd
+	}
+	c.sendQueued(call.lead)
+	return call.cmd
+}
+
+// sendQueued sends calls as one pipeline, answers each, and then lets the
+// next queued calls go.
+func (c *Client) sendQueued(calls []*queuedCall) {
+	ctx, cancel := c.callContext(calls[0].ctx)
+	defer cancel()
+	pipe := c.pipeline()
+	for _, q := range calls {
+		q.cmd = q.s.EvalSha(ctx, pipe, q.keys, q.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	var again []*queuedCall
+	for _, q := range calls {
+		if script.IsNoScript(q.cmd.Err()) {
+			again = append(again, q)
+		}
+	}
+	if len(again) > 0 { // the server lost its scripts: send those with their bodies
+		pipe = pipelineWithBodies(c.rdb)
+		for _, q := range again {
+			q.cmd = q.s.Eval(ctx, pipe, q.keys, q.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	for _, q := range calls[1:] {
+		q.ready <- struct{}{} // buffered, signalled once: never blocks
+	}
+	c.callEnded()
+}
+
+// callEnded is told that a call or pipeline in flight ended: the queue, if
+// any, goes out as the next pipeline, sent by its first caller.
+func (c *Client) callEnded() {
+	q := &c.coalesce
+	q.mu.Lock()
+	if len(q.queue) == 0 {
+		q.inFlight--
+		q.mu.Unlock()
+		return
+	}
+	n := min(len(q.queue), coalesceMax)
+	calls := q.queue[:n:n]
+	q.queue = append([]*queuedCall(nil), q.queue[n:]...)
+	for _, call := range calls {
+		call.taken = true
+	}
+	first := calls[0]
+	first.lead = calls
+	first.ready <- struct{}{} // buffered: never blocks
+	q.mu.Unlock()
+}
+
+// remove takes call out of the queue; q.mu is held.
+func (q *coalescer) remove(call *queuedCall) {
+	for i, x := range q.queue {
+		if x == call {
+			q.queue = append(q.queue[:i], q.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// errorCmd is a script call's answer that never reached Redis.
+func errorCmd(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
+	return cmd
+}
