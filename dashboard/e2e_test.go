@@ -214,35 +214,14 @@ func save(t *testing.T, name string, png []byte) {
 }
 
 // TestBrowserTenThousandLocks lists 10,000 held locks: the first page is
-// rendered quickly (the time is logged), and the glob filter narrows it.
+// rendered (the time is logged; BenchmarkListTenThousandLocks measures the
+// API), and the glob filter narrows it.
 func TestBrowserTenThousandLocks(t *testing.T) {
 	const n = 10_000
 	srv := redistest.NewServer(t)
 	rdb := srv.NewClient(t)
-	holder := newClient(t, rdb, core.WithIdentity(core.Identity{Service: "load"}))
+	holdMany(t, newClient(t, rdb, core.WithIdentity(core.Identity{Service: "load"})), n)
 	ctx := browser(t, 2*time.Minute)
-	names := make(chan string)
-	errs := make(chan error, 16)
-	for range 16 {
-		go func() {
-			var err error
-			for name := range names {
-				if err == nil {
-					_, err = holder.Mutex(name).TryLock(context.Background(), core.LeaseTime(10*time.Minute))
-				}
-			}
-			errs <- err
-		}()
-	}
-	for i := range n {
-		names <- fmt.Sprintf("lock:%05d", i)
-	}
-	close(names)
-	for range 16 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
 	base := serve(t, newClient(t, rdb))
 
 	// The API alone, as a page's refresh calls it.
@@ -270,13 +249,38 @@ func TestBrowserTenThousandLocks(t *testing.T) {
 	}
 	t.Logf("10,000 locks: api/locks (first page of 100) %v; navigation to rendered table %.0fms in the page (its api/locks request %.0fms), %s seen from the test",
 		api, inPage[0], inPage[1], render.Round(time.Millisecond))
-	if render > 3*time.Second {
-		t.Errorf("the list of 10,000 locks took %s to render, want well under 3s", render)
-	}
 	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("glob"), "lock:09*")); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(ctx, t, "filtered to 1,000", `document.getElementById("range").textContent === "1–100 of 1,000" && `+cell("lock:09000", "holder")+` === "load on `+hostname(t)+`, pid `+fmt.Sprint(os.Getpid())+`"`, 5*time.Second)
+}
+
+// holdMany takes n locks, lock:00000 and on, with a 10-minute lease, 16 at
+// a time.
+func holdMany(t testing.TB, holder *core.Client, n int) {
+	t.Helper()
+	names := make(chan string)
+	errs := make(chan error, 16)
+	for range 16 {
+		go func() {
+			var err error
+			for name := range names {
+				if err == nil {
+					_, err = holder.Mutex(name).TryLock(context.Background(), core.LeaseTime(10*time.Minute))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for i := range n {
+		names <- fmt.Sprintf("lock:%05d", i)
+	}
+	close(names)
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func hostname(t *testing.T) string {

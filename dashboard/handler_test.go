@@ -61,7 +61,7 @@ type holderReply struct {
 
 // serve mounts a dashboard of locks under /locks/ of a test server and
 // returns the dashboard's base URL (ending in /).
-func serve(t *testing.T, locks *core.Client, opts ...dashboard.Option) string {
+func serve(t testing.TB, locks *core.Client, opts ...dashboard.Option) string {
 	t.Helper()
 	h, err := dashboard.New(locks, opts...)
 	if err != nil {
@@ -74,14 +74,14 @@ func serve(t *testing.T, locks *core.Client, opts ...dashboard.Option) string {
 	return srv.URL + "/locks/"
 }
 
-func newClient(t *testing.T, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
+func newClient(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
 	t.Helper()
 	c := core.New(rdb, opts...)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-func get(t *testing.T, url string, into any) int {
+func get(t testing.TB, url string, into any) int {
 	t.Helper()
 	res, err := http.Get(url)
 	if err != nil {
