@@ -12,6 +12,8 @@
 //     by every client) or nested under a lease's context (a re-entry when
 //     it is the same lock), on the watchdog or a fixed lease of 30-120 ms,
 //     bounded by WaitTimeout or by the context;
+//   - a burst of 12 such Lock calls on one client at once (more than a
+//     Client sends at once: some of their script calls share a pipeline);
 //   - Unlock of a lease still believed held, or a stale one (told of its
 //     loss, never unlocked: the deferred Unlock after a loss);
 //   - ForceUnlock of a lock;

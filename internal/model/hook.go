@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -78,7 +80,13 @@ type hook struct {
 	armed   []*armed
 	copies  *copies
 	stop    <-chan struct{} // the model's end: late replies stop waiting
+	shared  *sharedCalls
 }
+
+// sharedCalls counts the script calls that went in a pipeline with others
+// (a burst's), and those of them a fault was applied to; shared by every
+// client's hook.
+type sharedCalls struct{ calls, faulted atomic.Int64 }
 
 var _ redis.Hook = (*hook)(nil)
 
@@ -119,8 +127,8 @@ func (c *copies) len() int {
 	return len(c.list)
 }
 
-func newHook(scripts map[string]string, cp *copies, stop <-chan struct{}) *hook {
-	return &hook{scripts: scripts, copies: cp, stop: stop}
+func newHook(scripts map[string]string, cp *copies, shared *sharedCalls, stop <-chan struct{}) *hook {
+	return &hook{scripts: scripts, copies: cp, shared: shared, stop: stop}
 }
 
 // arm makes the next matching script call suffer f.
@@ -229,14 +237,21 @@ func (h *hook) process(cmd redis.Cmder, send func() error) error {
 // for is sent one command at a time.
 func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		faulted := false
+		scripts, faulted := 0, 0
 		for _, c := range cmds {
 			h.learn(c.Args())
-			if script, lock := h.describe(c.Args()); script != "" && h.armedFor(script, lock) {
-				faulted = true
+			if script, lock := h.describe(c.Args()); script != "" {
+				scripts++
+				if h.armedFor(script, lock) {
+					faulted++
+				}
 			}
 		}
-		if !faulted {
+		if scripts > 1 {
+			h.shared.calls.Add(int64(scripts))
+			h.shared.faulted.Add(int64(faulted))
+		}
+		if faulted == 0 {
 			return next(ctx, cmds)
 		}
 		var first error
@@ -321,23 +336,21 @@ func (h *hook) describe(args []any) (script, lock string) {
 	return script, lock
 }
 
-// scriptName is the name in a script's header: the script source starts
-// with library code, so the name is the first "-- name:" line whose name
-// is not a library's (lib_*).
+// scriptName is the name in a script's header: the source is the
+// script's libraries (lua/lib_*.lua) and then the script, each file opening
+// with "-- <its name>: ...". A script's name has an underscore
+// (fair_acquire, mutex_release); other comment lines of the form "-- x: "
+// (a field's description) do not, and lib_ names are the libraries'.
 func scriptName(src string) string {
 	for _, line := range strings.Split(src, "\n") {
-		rest, ok := strings.CutPrefix(line, "-- ")
-		if !ok {
-			continue
+		if m := scriptHeader.FindStringSubmatch(line); m != nil && !strings.HasPrefix(m[1], "lib_") {
+			return m[1]
 		}
-		name, _, ok := strings.Cut(rest, ":")
-		if !ok || strings.ContainsAny(name, " \t") || strings.HasPrefix(name, "lib_") || name == "" {
-			continue
-		}
-		return name
 	}
 	return "unknown"
 }
+
+var scriptHeader = regexp.MustCompile(`^-- ([a-z]+(?:_[a-z]+)+): `)
 
 // isTimeout reports whether err is the hook's injected timeout.
 func isTimeout(err error) bool {

@@ -57,8 +57,13 @@ func TestModel(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d runs, %d steps, %d failed, first seed %d, %s", runs, steps, failed, seed, time.Since(start).Round(time.Second))
+	t.Logf("%d runs, %d steps, %d failed, first seed %d, %s; %d script calls shared a pipeline, %d of them faulted",
+		runs, steps, failed, seed, time.Since(start).Round(time.Second), sharedTotal, sharedFaultedTotal)
 }
+
+// sharedTotal and sharedFaultedTotal add up the runs' sharedCalls (seeds
+// run one after another).
+var sharedTotal, sharedFaultedTotal int64
 
 // runSeed runs one seed and returns how many steps it made.
 func runSeed(t *testing.T, seed uint64) int {
@@ -93,6 +98,8 @@ func runSeed(t *testing.T, seed uint64) int {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	sharedTotal += w.shared.calls.Load()
+	sharedFaultedTotal += w.shared.faulted.Load()
 	if w.excused > 0 {
 		t.Logf("seed %d: %d findings excused: the process was starved (not scheduled) around them", seed, w.excused)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/keylock/keylock/core"
@@ -27,8 +28,10 @@ func (w *world) doStep() {
 	d := time.Duration(5+w.rng.IntN(120)) * time.Millisecond
 	var kind string
 	switch {
-	case r < 42:
+	case r < 39:
 		kind = "lock"
+	case r < 42:
+		kind = "burst"
 	case r < 66:
 		kind = "unlock"
 	case r < 71:
@@ -48,6 +51,8 @@ func (w *world) doStep() {
 	switch kind {
 	case "lock":
 		w.opLock()
+	case "burst":
+		w.opBurst()
 	case "unlock":
 		w.opUnlock()
 	case "force":
@@ -73,14 +78,25 @@ func (w *world) sleep(d time.Duration) {
 	}
 }
 
-// run starts f as an operation and waits for it at most stepWait.
-func (w *world) run(f func()) {
+// run starts fs as operations, at once, and waits for them at most
+// stepWait.
+func (w *world) run(fs ...func()) {
+	var all sync.WaitGroup
+	for _, f := range fs {
+		all.Add(1)
+		w.ops.Add(1)
+		go func() {
+			defer w.ops.Done()
+			defer all.Done()
+			f()
+		}()
+	}
 	done := make(chan struct{})
 	w.ops.Add(1)
 	go func() {
 		defer w.ops.Done()
-		defer close(done)
-		f()
+		all.Wait()
+		close(done)
 	}()
 	t := time.NewTimer(stepWait)
 	defer t.Stop()
@@ -115,7 +131,29 @@ func (w *world) believing() []*leaseRec {
 // (re-entry when it is the same lock), waiting or not, on the watchdog or a
 // short fixed lease, maybe with a fault on its acquire script.
 func (w *world) opLock() {
+	w.run(w.lockOp(w.clients[w.rng.IntN(len(w.clients))]))
+}
+
+// burstSize is how many Lock calls a burst makes at once on one client:
+// more than a Client sends at once, so that some of their script calls
+// share a pipeline.
+const burstSize = 12
+
+// opBurst makes burstSize Lock calls on one client at once, each as opLock
+// chooses it (faults included).
+func (w *world) opBurst() {
 	mc := w.clients[w.rng.IntN(len(w.clients))]
+	w.logf("burst of %d on c%d.%d", burstSize, mc.slot, mc.gen)
+	ops := make([]func(), burstSize)
+	for i := range ops {
+		ops[i] = w.lockOp(mc)
+	}
+	w.run(ops...)
+}
+
+// lockOp chooses a Lock call on mc as opLock describes, logs it, and
+// returns the operation.
+func (w *world) lockOp(mc *mclient) func() {
 	spec := locks[w.rng.IntN(len(locks))]
 	k := spec.kinds[w.rng.IntN(len(spec.kinds))]
 	try := w.rng.IntN(5) == 0
@@ -192,7 +230,7 @@ func (w *world) opLock() {
 	if f != faultNone {
 		mc.hook.arm(a)
 	}
-	w.run(func() {
+	return func() {
 		defer mc.hook.disarm(a)
 		call := time.Now()
 		lease, err := acquire(ctx, mc.c, spec, k, nPermits, try, opts)
@@ -221,7 +259,7 @@ func (w *world) opLock() {
 		w.acquired(l)
 		w.mu.Unlock()
 		w.watch(l)
-	})
+	}
 }
 
 // acquire takes lock spec as kind k through core's public API.

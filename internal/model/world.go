@@ -87,6 +87,7 @@ type world struct {
 	tokensByLk map[string][]*leaseRec
 	starved    []window // times the process did not run (starve.go)
 	excused    int      // findings excused by starvation
+	shared     sharedCalls
 }
 
 func newWorld(t testing.TB, cfg config) *world {
@@ -112,7 +113,7 @@ func newWorld(t testing.TB, cfg config) *world {
 }
 
 func (w *world) newClient(slot, gen int) *mclient {
-	h := newHook(make(map[string]string), w.copies, w.stop)
+	h := newHook(make(map[string]string), w.copies, &w.shared, w.stop)
 	rdb := redis.NewClient(&redis.Options{Addr: w.srv.Addr()}) // go-redis defaults: retries, timeouts
 	rdb.AddHook(h)
 	mc := &mclient{slot: slot, gen: gen, rdb: rdb, hook: h}
