@@ -55,6 +55,13 @@
 // idle machine). Either way a call left unanswered is resolved: a lock it
 // won is given back, a release is sent again.
 //
+// Acquire and release calls made at once by many goroutines of one Client
+// share round trips: while 8 are in flight, further calls queue and go out
+// together as one pipeline when one of those ends (a lone call is sent at
+// once). A queued call whose context ends leaves the queue unsent. Hooks on
+// the go-redis client then see a pipeline, under the context of the call
+// that leads it.
+//
 // The other kinds — [Client.FairMutex], [Client.RWMutex], [Client.Semaphore],
 // [NewRedLock] and [NewMultiLock] — run on the same machinery and return the
 // same [*Lease]; KINDS.md in this folder describes each. [Client.Locker]

@@ -265,7 +265,7 @@ func TestMeasureUncontended(t *testing.T) {
 }
 
 // BenchmarkUncontended is Lock+Unlock of a free lock with a cancellable
-// context per operation, at 1 and 16 goroutines (each on its own key), for
+// context per operation, at 1, 16 and 64 goroutines (each on its own key), for
 // Mutex and FairMutex beside the bare SET NX lock, interleaved, and Mutex
 // again under context.Background() ("mutex-bgctx"). b.N is the
 // operations per goroutine and kind. It reports each kind's ops/s, its
@@ -274,7 +274,7 @@ func TestMeasureUncontended(t *testing.T) {
 // inner ones included) per operation.
 func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.NewServer(b)
-	for _, g := range []int{1, 16} {
+	for _, g := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
 			rs, err := MeasureUncontended(context.Background(), srv.Addr(), g, b.N)
 			if err != nil {

@@ -90,8 +90,9 @@
 // # Uncontended
 //
 // [BenchmarkUncontended] (`make bench`): Lock+Unlock of a free lock, each
-// under its own context.WithCancel as a request has, at 1 and 16
-// goroutines, bare lock / Mutex / FairMutex (and Mutex under
+// under its own context.WithCancel as a request has, at 1, 16 and 64
+// goroutines (each on a key of its own; at 64 the Client's script calls
+// share pipelines), bare lock / Mutex / FairMutex (and Mutex under
 // context.Background(), to show what the cancellable context costs)
 // interleaved in blocks:
 // operations per second, the ratio to the bare lock, allocations, commands
