@@ -27,7 +27,9 @@ import (
 // cancelled mid-read does: the outcome is unknown to it (attempts are
 // settled, releases retried, as for any call whose reply was not read). A
 // pipeline runs under the Client's context (Close ends it) with the values
-// of its first caller's.
+// of its first caller's, on that caller's goroutine — or, when that
+// caller's context has a deadline, on a Client goroutine, so that the
+// caller can leave at its deadline.
 
 // coalesceInFlight is how many script calls (lone calls or pipelines) a
 // Client has in flight before further calls queue. Fewer cost throughput
@@ -53,9 +55,9 @@ type queuedCall struct {
 	keys []string
 	args []any
 	cmd  *redis.Cmd
-	// ready is signalled once: the reply is in cmd, or (lead not nil,
-	// set under coalescer.mu) the caller is to send lead, its own call
-	// first.
+	// ready is signalled when the reply is in cmd; the first call of a
+	// pipeline is signalled before that too, with lead set (under
+	// coalescer.mu): its caller is to send lead, its own call first.
 	ready chan struct{}
 	lead  []*queuedCall
 	taken bool // guarded by coalescer.mu: out of the queue, into a pipeline
@@ -77,34 +79,50 @@ func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args 
 	q.queue = append(q.queue, call)
 	q.mu.Unlock()
 
+	var lead []*queuedCall
 	select {
 	case <-call.ready:
+		lead = call.lead
 	case <-ctx.Done():
 		q.mu.Lock()
 		if !call.taken {
 			q.remove(call)
 		}
-		lead := call.lead // set, and signalled, under q.mu
+		lead = call.lead // set, and signalled, under q.mu
 		q.mu.Unlock()
 		if lead == nil { // not sent, or in a pipeline another caller sends
-			select {
-			case <-call.ready: // answered just now
-				return call.cmd
-			default:
-				return errorCmd(ctx, ctx.Err())
-			}
+			return answer(ctx, call)
 		}
-		// Chosen to send a pipeline just as its context ended: a
-		// Client-owned goroutine sends it, and the caller leaves.
-		if c.spawn(func() { c.sendQueued(lead) }) {
-			return errorCmd(ctx, ctx.Err())
-		}
+		<-call.ready // the signal to send, given with lead
 	}
-	if call.lead == nil {
+	if lead == nil {
 		return call.cmd
 	}
-	c.sendQueued(call.lead)
+	// This caller sends the pipeline. One whose context has a deadline (or
+	// has ended) hands it to a Client goroutine and waits only while its
+	// context lasts: Lock and Unlock return by their deadline.
+	if _, has := ctx.Deadline(); (has || ctx.Err() != nil) && c.spawn(func() { c.sendQueued(lead) }) {
+		select {
+		case <-call.ready:
+			return call.cmd
+		case <-ctx.Done():
+			return answer(ctx, call)
+		}
+	}
+	c.sendQueued(lead)
 	return call.cmd
+}
+
+// answer is a queued call's reply for a caller whose context ended: the
+// reply if it came, else the context's error (the call was not sent, or its
+// outcome is unknown).
+func answer(ctx context.Context, call *queuedCall) *redis.Cmd {
+	select {
+	case <-call.ready:
+		return call.cmd
+	default:
+		return errorCmd(ctx, ctx.Err())
+	}
 }
 
 // sendQueued sends calls as one pipeline, answers each, and then lets the
@@ -130,8 +148,9 @@ func (c *Client) sendQueued(calls []*queuedCall) {
 		}
 		_, _ = pipe.Exec(ctx)
 	}
-	for _, q := range calls[1:] {
-		q.ready <- struct{}{} // buffered, signalled once: never blocks
+	for _, q := range calls {
+		// Buffered, and empty: the first caller took its signal to send.
+		q.ready <- struct{}{}
 	}
 	c.callEnded()
 }

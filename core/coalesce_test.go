@@ -384,3 +384,60 @@ func TestQueuedCallsAfterScriptFlush(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuedCallerToSendLeavesAtItsDeadline: with go-redis ending calls at
+// their deadlines (ContextTimeoutEnabled), a queued Lock chosen to send the
+// next pipeline while Redis is stalled still returns at its deadline: the
+// pipeline goes out on a Client goroutine.
+func TestQueuedCallerToSendLeavesAtItsDeadline(t *testing.T) {
+	srv, _ := single(t)
+	rdb := srv.NewClient(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	c := newLocks(t, rdb)
+	ctx := context.Background()
+	mustUnlock(t, mustLock(t, c.Mutex("warm"), ctx))
+
+	endOne, endAll := core.FillCoalescer(c)
+	lctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	type result struct {
+		l   *core.Lease
+		err error
+		at  time.Duration
+	}
+	res := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		l, err := c.Mutex("deadline").Lock(lctx)
+		res <- result{l, err, time.Since(start)}
+	}()
+	waitQueued(t, c, 1)
+	stalled := make(chan error, 1)
+	go func() { stalled <- stallRedis(ctx, srv.NewClient(t), time.Second) }()
+	time.Sleep(50 * time.Millisecond) // the stall has begun
+	endOne()                          // the queued Lock is to send the next pipeline
+	r := <-res
+	if !errors.Is(r.err, context.DeadlineExceeded) || r.at > 600*time.Millisecond {
+		t.Errorf("Lock with Redis stalled: %v after %v; want context.DeadlineExceeded at its 300ms deadline", r.err, r.at)
+	}
+	if err := <-stalled; err != nil {
+		t.Fatal(err)
+	}
+	endAll()
+	if r.l != nil {
+		mustUnlock(t, r.l)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for { // what the pipeline won is given back
+		st, err := c.Inspect(ctx, "deadline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still held 5s after the Lock left: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
