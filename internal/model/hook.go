@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,8 +238,7 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		scripts, faulted := 0, 0
 		for _, c := range cmds {
-			h.learn(c.Args())
-			if script, lock := h.describe(c.Args()); script != "" {
+			if script, lock := h.describe(c.Args()); script != "" { // learns SCRIPT LOAD and EVAL bodies
 				scripts++
 				if h.armedFor(script, lock) {
 					faulted++
@@ -280,10 +278,11 @@ func (h *hook) armedFor(script, lock string) bool {
 	return false
 }
 
-// learn records the name of a script in SCRIPT LOAD or EVAL arguments.
-func (h *hook) learn(args []any) {
+// learn records, and returns, the name of the script in SCRIPT LOAD or EVAL
+// arguments ("" for other commands). Each body is read once.
+func (h *hook) learn(args []any) string {
 	if len(args) < 2 {
-		return
+		return ""
 	}
 	var src string
 	switch strings.ToLower(fmt.Sprint(args[0])) {
@@ -295,12 +294,20 @@ func (h *hook) learn(args []any) {
 		src = fmt.Sprint(args[1])
 	}
 	if src == "" {
-		return
+		return ""
 	}
 	sum := sha1.Sum([]byte(src))
+	sha := hex.EncodeToString(sum[:])
 	h.mu.Lock()
-	h.scripts[hex.EncodeToString(sum[:])] = scriptName(src)
+	name, ok := h.scripts[sha]
 	h.mu.Unlock()
+	if !ok { // read the header outside the lock: the calls of other goroutines go on
+		name = scriptName(src)
+		h.mu.Lock()
+		h.scripts[sha] = name
+		h.mu.Unlock()
+	}
+	return name
 }
 
 // describe names a script call (EVALSHA or EVAL) and the lock it is about,
@@ -315,8 +322,7 @@ func (h *hook) describe(args []any) (script, lock string) {
 		script = h.scripts[strings.ToLower(fmt.Sprint(args[1]))]
 		h.mu.Unlock()
 	case "eval", "eval_ro":
-		h.learn(args)
-		script = scriptName(fmt.Sprint(args[1]))
+		script = h.learn(args)
 	case "script":
 		h.learn(args)
 		return "", ""
@@ -342,15 +348,33 @@ func (h *hook) describe(args []any) (script, lock string) {
 // (fair_acquire, mutex_release); other comment lines of the form "-- x: "
 // (a field's description) do not, and lib_ names are the libraries'.
 func scriptName(src string) string {
-	for _, line := range strings.Split(src, "\n") {
-		if m := scriptHeader.FindStringSubmatch(line); m != nil && !strings.HasPrefix(m[1], "lib_") {
-			return m[1]
+	for line := range strings.SplitSeq(src, "\n") {
+		rest, ok := strings.CutPrefix(line, "-- ")
+		if !ok {
+			continue
+		}
+		name, _, ok := strings.Cut(rest, ": ")
+		if ok && isScriptName(name) && !strings.HasPrefix(name, "lib_") {
+			return name
 		}
 	}
 	return "unknown"
 }
 
-var scriptHeader = regexp.MustCompile(`^-- ([a-z]+(?:_[a-z]+)+): `)
+// isScriptName reports whether s looks like a script's file name: lower-case
+// words joined by underscores, at least two.
+func isScriptName(s string) bool {
+	words := strings.Split(s, "_")
+	if len(words) < 2 {
+		return false
+	}
+	for _, w := range words {
+		if w == "" || strings.Trim(w, "abcdefghijklmnopqrstuvwxyz") != "" {
+			return false
+		}
+	}
+	return true
+}
 
 // isTimeout reports whether err is the hook's injected timeout.
 func isTimeout(err error) bool {
