@@ -60,7 +60,6 @@ type queuedCall struct {
 	// coalescer.mu): its caller is to send lead, its own call first.
 	ready chan struct{}
 	lead  []*queuedCall
-	taken bool // guarded by coalescer.mu: out of the queue, into a pipeline
 }
 
 // run runs script s as the Client's acquire and release calls do: at once
@@ -85,9 +84,7 @@ func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args 
 		lead = call.lead
 	case <-ctx.Done():
 		q.mu.Lock()
-		if !call.taken {
-			q.remove(call)
-		}
+		q.remove(call)   // still queued: it will not be sent
 		lead = call.lead // set, and signalled, under q.mu
 		q.mu.Unlock()
 		if lead == nil { // not sent, or in a pipeline another caller sends
@@ -168,16 +165,14 @@ func (c *Client) callEnded() {
 	n := min(len(q.queue), coalesceMax)
 	calls := q.queue[:n:n]
 	q.queue = append([]*queuedCall(nil), q.queue[n:]...)
-	for _, call := range calls {
-		call.taken = true
-	}
 	first := calls[0]
 	first.lead = calls
 	first.ready <- struct{}{} // buffered: never blocks
 	q.mu.Unlock()
 }
 
-// remove takes call out of the queue; q.mu is held.
+// remove takes call out of the queue if it is still there (not taken into
+// a pipeline); q.mu is held.
 func (q *coalescer) remove(call *queuedCall) {
 	for i, x := range q.queue {
 		if x == call {
