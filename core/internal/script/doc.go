@@ -11,8 +11,10 @@
 //
 // The lib_*.lua files are not scripts of their own: they are local helper
 // functions several scripts share (the fencing-token counter, the hold,
-// the line, the attempt records). [Register] prepends the libraries a
-// script names to its body, so each script stays one self-contained EVAL.
+// the line, the attempt records). [Register] links the libraries a
+// script names into its body, so each script stays one self-contained
+// EVAL; of a library it keeps only the helpers the script uses (link.go),
+// since Redis builds every helper a body defines on each call.
 //
 // Acquisitions and releases are idempotent (lib_attempt.lua): every
 // attempt has an id whose record key a replayed copy of the call finds, and

@@ -22,23 +22,35 @@ type Script struct {
 // all lists every registered script in the order of their idx.
 var all []*Script
 
-// Register reads lua/<name>.lua, preceded by the library files libs
-// (lua/lib_*.lua), and lists the script for [Cache.Load]. It is called
-// only while a package initialises (in package variables), before any
-// [Attach]; it panics if a file is missing.
+// Register reads lua/<name>.lua and links it with the library files libs
+// (lua/lib_*.lua, in that order: a library may use those before it) into
+// one body, keeping of the libraries only the helpers the script uses
+// (link.go), and lists the script for [Cache.Load]. It is called only
+// while a package initialises (in package variables), before any
+// [Attach]; it panics if a file is missing or a library's top level holds
+// something link does not understand.
 func Register(name string, libs ...string) *Script {
-	var src []byte
-	for _, f := range append(libs, name) {
+	read := func(f string) string {
 		b, err := files.ReadFile("lua/" + f + ".lua")
 		if err != nil {
 			panic(fmt.Sprintf("keylock: embedded script %s: %v", f, err))
 		}
-		src = append(append(src, b...), '\n')
+		return string(b)
 	}
-	s := &Script{name: name, src: string(src), idx: len(all)}
+	parsed := make([]libFile, len(libs))
+	for i, l := range libs {
+		if _, ok := libCache[l]; !ok {
+			libCache[l] = parseLib(l, read(l))
+		}
+		parsed[i] = libCache[l]
+	}
+	s := &Script{name: name, src: link(parsed, read(name)), idx: len(all)}
 	all = append(all, s)
 	return s
 }
+
+// libCache holds the libraries Register has parsed, by name.
+var libCache = map[string]libFile{}
 
 // All returns every registered script, in the order they were registered.
 func All() []*Script { return append([]*Script(nil), all...) }
@@ -46,7 +58,8 @@ func All() []*Script { return append([]*Script(nil), all...) }
 // Name is the script's file name without .lua (mutex_release).
 func (s *Script) Name() string { return s.name }
 
-// Body is the script as EVAL sends it: its libraries, then itself.
+// Body is the script as EVAL sends it: the helpers of its libraries it
+// uses, then itself.
 func (s *Script) Body() string { return s.src }
 
 // Run executes the script on rdb, a go-redis client: EVALSHA with the SHA
