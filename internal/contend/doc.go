@@ -35,6 +35,10 @@
 //   - the busiest and the idlest process's share of the sections;
 //   - wait (Lock called → Lock returned) p50 / p99 / max; max also counts
 //     the Locks still waiting when the window closed;
+//   - handoff p50: over the holder changes, the holder's Unlock called →
+//     the next holder's Lock returned, and in brackets the holder's Unlock
+//     round trip, p50 (what a handoff costs beyond the Unlock's reply is
+//     the next holder's wake-up);
 //   - per critical section: commands sent by the clients (a go-redis hook
 //     in each process counts every command, plus the SUBSCRIBE family that
 //     go-redis pub/sub connections send past hooks, counted by the server),

@@ -85,12 +85,12 @@ func (r *Report) Write(w io.Writer) {
 	if len(r.Throughput) > 0 {
 		fmt.Fprintf(w, "%d processes on one key, %v critical section, %v per kind (load average before→after):\n\n",
 			c.Procs, c.Hold, c.Duration)
-		fmt.Fprintln(w, "| lock | CS/s | vs poll | holder changes | busiest / idlest | wait p50 / p99 / max | sent/CS | scripts/CS | (un)sub/CS | publish/CS | in Redis/CS | Redis CPU/CS | hold | load |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| lock | CS/s | vs poll | holder changes | busiest / idlest | wait p50 / p99 / max | handoff p50 (Unlock p50) | sent/CS | scripts/CS | (un)sub/CS | publish/CS | in Redis/CS | Redis CPU/CS | hold | load |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, t := range r.Throughput {
-			fmt.Fprintf(w, "| %s | %.0f | %.2f× | %.0f %% | %.1f / %.1f %% | %s / %s / %s | %.2f | %.2f | %.2f | %.2f | %.1f | %.0f µs | %s | %s→%s |\n",
+			fmt.Fprintf(w, "| %s | %.0f | %.2f× | %.0f %% | %.1f / %.1f %% | %s / %s / %s | %.0f µs (%.0f µs) | %.2f | %.2f | %.2f | %.2f | %.1f | %.0f µs | %s | %s→%s |\n",
 				t.Kind.Label(), t.PerSec, t.VsPoll, t.Changes, t.Busiest, t.Idlest,
-				ms(t.WaitP50), ms(t.WaitP99), ms(t.WaitMax),
+				ms(t.WaitP50), ms(t.WaitP99), ms(t.WaitMax), µs(t.HandoffP50), µs(t.UnlockP50),
 				t.Cost.Sent, t.Cost.Scripts, t.Cost.Subscribes, t.Cost.Publishes, t.Cost.InRedis, µs(t.Cost.CPU), ms(t.Hold), t.Load[0], t.Load[1])
 		}
 		fmt.Fprintln(w, "\nRedis commands per CS, by name (server-side, scripts' inner commands included):")

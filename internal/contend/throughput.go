@@ -44,6 +44,12 @@ type Throughput struct {
 	// Reads and Writes are Sections, PerSec and the waits of each side of
 	// a read-write lock (zero for the other kinds).
 	Reads, Writes Side
+	// HandoffP50 is, over the holder changes within the window (a lock's
+	// run only), the time from the holder's Unlock call to the next
+	// holder's Lock returning, p50; UnlockP50 is the holder's Unlock round
+	// trip in those same changes, p50. The rest of a handoff is what
+	// happens after the releaser's reply: the next holder's wake-up.
+	HandoffP50, UnlockP50 time.Duration
 	// Hold is the mean time a critical section held the lock (the
 	// configured Hold plus sleep overshoot on a loaded machine).
 	Hold time.Duration
@@ -182,7 +188,8 @@ func analyzeThroughput(k Kind, per [][]section, start, end int64, permits, every
 	slices.SortFunc(all, func(a, b entry) int { return compareInt64(a.cs[1], b.cs[1]) })
 	var open openHeap // the sections open at the current entry
 	prev, changes, inWindow := -1, 0, 0
-	for _, e := range all {
+	var handoffs, unlocks []time.Duration
+	for i, e := range all {
 		for open.Len() > 0 && open.h[0].end <= e.cs[1] {
 			heap.Pop(&open)
 		}
@@ -196,11 +203,21 @@ func analyzeThroughput(k Kind, per [][]section, start, end int64, permits, every
 		}
 		if prev >= 0 && e.proc != prev {
 			changes++
+			if permits == 1 {
+				last := all[i-1].cs
+				handoffs = append(handoffs, time.Duration(e.cs[1]-last[2]))
+				unlocks = append(unlocks, time.Duration(last[3]-last[2]))
+			}
 		}
 		prev = e.proc
 		inWindow++
 	}
 	t.Sections = inWindow
+	if len(handoffs) > 0 {
+		slices.Sort(handoffs)
+		slices.Sort(unlocks)
+		t.HandoffP50, t.UnlockP50 = percentile(handoffs, 50), percentile(unlocks, 50)
+	}
 	t.WaitP50, t.WaitP99, t.WaitMax = waits[0].percentiles()
 	if every > 0 {
 		t.Reads, t.Writes = sides[0].side(t.Window), sides[1].side(t.Window)

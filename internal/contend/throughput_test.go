@@ -12,7 +12,7 @@ func TestAnalyzeThroughput(t *testing.T) {
 	// Window [10, 20) ms. Process 0: two sections in the window; process 1:
 	// one in the window, one that began waiting inside and entered after.
 	per := [][]section{
-		{{10 * ms, 11 * ms, 12 * ms, 12 * ms}, {12 * ms, 13 * ms, 14 * ms, 14 * ms}},
+		{{10 * ms, 11 * ms, 12 * ms, 12 * ms}, {12 * ms, 13 * ms, 14 * ms, 14*ms + ms/2}},
 		{{10 * ms, 15 * ms, 16 * ms, 16 * ms}, {17 * ms, 21 * ms, 22 * ms, 22 * ms}},
 		{},
 	}
@@ -28,6 +28,9 @@ func TestAnalyzeThroughput(t *testing.T) {
 	}
 	if got.WaitP50 != time.Millisecond || got.WaitP99 != 5*time.Millisecond || got.WaitMax != 5*time.Millisecond {
 		t.Errorf("waits %v / %v / %v, want 1ms / 5ms / 5ms (the open wait lasted 3ms by the end)", got.WaitP50, got.WaitP99, got.WaitMax)
+	}
+	if got.HandoffP50 != time.Millisecond || got.UnlockP50 != time.Millisecond/2 {
+		t.Errorf("handoff p50 %v (Unlock %v), want 1ms (0.5ms): the one change, 0→1", got.HandoffP50, got.UnlockP50)
 	}
 	if got.Hold != time.Millisecond {
 		t.Errorf("mean hold %v, want 1ms", got.Hold)
