@@ -124,11 +124,13 @@ model: redis
 # bare lock. A few minutes; a short run is part of `make test`.
 # CONTENDFLAGS e.g. "-contend.procs 4 -contend.duration 5s",
 # "-contend.permits 2", or "-contend.kinds baresem,semaphore" for the
-# semaphore run alone ("barerw,rw" for the read-write run).
+# semaphore run alone ("barerw,rw" for the read-write run);
+# "-contend.alone" sends every call of every Client in a round trip of its
+# own (core.WithSharedRoundTrips(0)), in the uncontended benchmark too.
 CONTENDFLAGS ?=
 contend: redis
 	$(GO) test -count=1 -timeout 60m -run '^TestContention$$' -v ./internal/contend -args -contend.full $(CONTENDFLAGS)
-	$(GO) test -count=1 -run '^$$' -bench Uncontended -benchtime $(BENCHTIME) ./internal/contend
+	$(GO) test -count=1 -run '^$$' -bench Uncontended -benchtime $(BENCHTIME) ./internal/contend -args $(CONTENDFLAGS)
 
 # loopbench: the adapters' overhead (middleware/internal/loopbench): gin,
 # net/http and gRPC servers in a process of their own on a redis-server it

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -32,10 +34,27 @@ import (
 // caller can leave at its deadline.
 
 // coalesceInFlight is how many script calls (lone calls or pipelines) a
-// Client has in flight before further calls queue. Fewer cost throughput
-// at 16 goroutines (Redis waits for requests); more leave most calls
-// alone in their round trips at 32.
+// Client has in flight before further calls queue, by default
+// (WithSharedRoundTrips). Fewer cost throughput at 16 goroutines (Redis
+// waits for requests); more leave most calls alone in their round trips
+// at 32.
 const coalesceInFlight = 8
+
+// WithSharedRoundTrips sets how many of the Client's acquire and release
+// calls may be in flight, each in a round trip of its own, before calls
+// made meanwhile queue and go out together, as one pipeline, when one of
+// those ends (see the package documentation). Default 8. 0 turns sharing
+// off: every call goes alone, and go-redis hooks see one EVALSHA per call,
+// never a pipeline. It panics if n is negative (a programming error).
+func WithSharedRoundTrips(n int) Option {
+	if n < 0 {
+		panic(fmt.Sprintf("keylock: WithSharedRoundTrips(%d): must be 0 (off) or more", n))
+	}
+	if n == 0 {
+		n = math.MaxInt
+	}
+	return func(c *config) { c.sharedAfter = n }
+}
 
 // coalesceMax is the most calls one pipeline carries.
 const coalesceMax = 64
@@ -67,7 +86,7 @@ type queuedCall struct {
 func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args ...any) *redis.Cmd {
 	q := &c.coalesce
 	q.mu.Lock()
-	if q.inFlight < coalesceInFlight {
+	if q.inFlight < c.cfg.sharedAfter {
 		q.inFlight++
 		q.mu.Unlock()
 		cmd := s.Run(ctx, c.rdb, keys, args...)

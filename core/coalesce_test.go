@@ -41,13 +41,48 @@ func (p *scriptPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 // every caller gets its own reply: each lease is the hold Redis has (owner
 // and fencing token), and each Unlock finds it.
 func TestConcurrentCallsShareRoundTrips(t *testing.T) {
-	srv, rdb := single(t)
+	_, rdb := single(t)
 	var pipes scriptPipelines
 	rdb.AddHook(&pipes)
-	c := newLocks(t, rdb)
-	_ = srv
+	lockAtOnce(t, newLocks(t, rdb), 48, 30)
+	if pipes.n.Load() == 0 {
+		t.Errorf("48 goroutines locking at once: no pipeline carried more than one script call")
+	}
+	t.Logf("%d pipelines of script calls", pipes.n.Load())
+}
 
-	const goroutines, ops = 48, 30
+// TestSharedRoundTripsOption: WithSharedRoundTrips(0) sends every call
+// alone (no pipeline of scripts, as hooks see), and a limit of 1 shares
+// round trips among as few as two goroutines; each lease is still the hold
+// Redis has.
+func TestSharedRoundTripsOption(t *testing.T) {
+	for _, tc := range []struct {
+		n, goroutines int
+		pipelines     bool
+	}{{0, 48, false}, {1, 4, true}} {
+		t.Run(fmt.Sprintf("n=%d", tc.n), func(t *testing.T) {
+			_, rdb := single(t)
+			var pipes scriptPipelines
+			rdb.AddHook(&pipes)
+			lockAtOnce(t, newLocks(t, rdb, core.WithSharedRoundTrips(tc.n)), tc.goroutines, 30)
+			if got := pipes.n.Load() > 0; got != tc.pipelines {
+				t.Errorf("WithSharedRoundTrips(%d), %d goroutines: %d pipelines of script calls; want any: %v", tc.n, tc.goroutines, pipes.n.Load(), tc.pipelines)
+			}
+		})
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("WithSharedRoundTrips(-1) did not panic")
+		}
+	}()
+	core.WithSharedRoundTrips(-1)
+}
+
+// lockAtOnce has goroutines goroutines take and give back a lock of their
+// own ops times each through c, checking that every lease is the hold
+// Redis has (owner and fencing token).
+func lockAtOnce(t *testing.T, c *core.Client, goroutines, ops int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
 	for g := range goroutines {
@@ -89,10 +124,6 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if pipes.n.Load() == 0 {
-		t.Errorf("%d goroutines locking at once: no pipeline carried more than one script call", goroutines)
-	}
-	t.Logf("%d pipelines of script calls", pipes.n.Load())
 }
 
 // TestQueuedCallLeavesAtItsContext: with Redis stalled (a script that runs for a second) and

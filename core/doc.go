@@ -60,7 +60,7 @@
 // together as one pipeline when one of those ends (a lone call is sent at
 // once). A queued call whose context ends leaves the queue unsent. Hooks on
 // the go-redis client then see a pipeline, under the context of the call
-// that leads it.
+// that leads it. [WithSharedRoundTrips] sets the 8, or turns sharing off.
 //
 // The other kinds — [Client.FairMutex], [Client.RWMutex], [Client.Semaphore],
 // [NewRedLock] and [NewMultiLock] — run on the same machinery and return the

@@ -77,7 +77,7 @@ func RunsInline(c *Client, ctx context.Context) bool {
 // ends those left.
 func FillCoalescer(c *Client) (endOne, endAll func()) {
 	c.coalesce.mu.Lock()
-	c.coalesce.inFlight += coalesceInFlight
+	c.coalesce.inFlight += c.cfg.sharedAfter
 	c.coalesce.mu.Unlock()
 	var ended int
 	endOne = func() {
@@ -85,7 +85,7 @@ func FillCoalescer(c *Client) (endOne, endAll func()) {
 		c.callEnded()
 	}
 	endAll = func() {
-		for ended < coalesceInFlight {
+		for ended < c.cfg.sharedAfter {
 			endOne()
 		}
 	}

@@ -27,12 +27,16 @@ type config struct {
 	replay time.Duration
 	// calls is what bounds a call through the client (inline.go).
 	calls callLimits
+	// sharedAfter is how many script calls go alone at once before others
+	// queue (WithSharedRoundTrips, coalesce.go).
+	sharedAfter int
 }
 
 func defaultConfig() config {
 	return config{
 		watchdogTimeout: DefaultWatchdogTimeout,
 		releaseTimeout:  5 * time.Second,
+		sharedAfter:     coalesceInFlight,
 	}
 }
 

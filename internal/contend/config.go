@@ -56,6 +56,11 @@ type Config struct {
 	// processes are Procs.
 	WriteEvery int
 
+	// Alone makes every core.Client send each acquire and release call in
+	// a round trip of its own (core.WithSharedRoundTrips(0)): the A/B of
+	// shared round trips.
+	Alone bool
+
 	// Kinds are the lock kinds measured (default AllKinds). The locks
 	// (bare, mutex, fair) run on one key; the handoff and waiter runs take
 	// the core locks among them; the semaphores (baresem, semaphore) and

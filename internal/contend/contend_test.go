@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/internal/redistest"
 )
 
@@ -33,6 +34,7 @@ var (
 	permits  = flag.Int("contend.permits", 0, "the semaphore run's permit count (full run; default 3)")
 	kinds    = flag.String("contend.kinds", "", "comma-separated kinds to measure, of "+fmt.Sprint(AllKinds)+
 		" (default all; e.g. baresem,semaphore runs the semaphore part alone, barerw,rw the read-write part)")
+	alone = flag.Bool("contend.alone", false, "every core.Client sends each call in a round trip of its own (core.WithSharedRoundTrips(0)), here and in BenchmarkUncontended")
 )
 
 // TestContention runs the harness: by default the smoke run (part of `make
@@ -50,6 +52,7 @@ func TestContention(t *testing.T) {
 		cfg = Config{Addr: srv.Addr(), WorkerExe: exe, Procs: *procs, Duration: *duration, Handoffs: *handoffs, Waiters: *waiters,
 			Permits: *permits, Progress: os.Stdout}
 	}
+	cfg.Alone = *alone
 	if *kinds != "" {
 		if cfg.Kinds, err = ParseKinds(*kinds); err != nil {
 			t.Fatal(err)
@@ -276,7 +279,11 @@ func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.NewServer(b)
 	for _, g := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			rs, err := MeasureUncontended(context.Background(), srv.Addr(), g, b.N)
+			var opts []core.Option
+			if *alone {
+				opts = append(opts, core.WithSharedRoundTrips(0))
+			}
+			rs, err := MeasureUncontended(context.Background(), srv.Addr(), g, b.N, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

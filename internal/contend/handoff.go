@@ -44,7 +44,7 @@ func runHandoff(ctx context.Context, cfg Config, stats *statsReader) ([]Handoff,
 
 func handoffOf(ctx context.Context, cfg Config, stats *statsReader, a, b *proc, k Kind) (Handoff, error) {
 	key := "contend:handoff:" + string(k)
-	open := request{Op: opOpen, Kind: k, Key: key, Observe: true}
+	open := request{Op: opOpen, Kind: k, Key: key, Observe: true, Alone: cfg.Alone}
 	if _, err := sendAll([]*proc{a, b}, open, evOpen, time.Minute); err != nil {
 		return Handoff{}, err
 	}

@@ -65,7 +65,11 @@ func herdOf(ctx context.Context, cfg Config, stats *statsReader, ps []*proc, k K
 	defer hrdb.Close()
 	var holderSent sentCounter
 	hrdb.AddHook(&holderSent)
-	hc := core.New(hrdb, core.WithWatchdogTimeout(cfg.WaiterLease))
+	hopts := []core.Option{core.WithWatchdogTimeout(cfg.WaiterLease)}
+	if cfg.Alone {
+		hopts = append(hopts, core.WithSharedRoundTrips(0))
+	}
+	hc := core.New(hrdb, hopts...)
 	defer hc.Close()
 	hl, err := newLocker(k, hrdb, hc, key, "holder", 1)
 	if err != nil {
@@ -84,7 +88,7 @@ func herdOf(ctx context.Context, cfg Config, stats *statsReader, ps []*proc, k K
 		}
 	}()
 
-	open := request{Op: opOpen, Kind: k, Key: key, Lease: cfg.WaiterLease, Observe: true}
+	open := request{Op: opOpen, Kind: k, Key: key, Lease: cfg.WaiterLease, Observe: true, Alone: cfg.Alone}
 	if _, err := sendAll(ps, open, evOpen, time.Minute); err != nil {
 		return h, err
 	}

@@ -42,6 +42,7 @@ type request struct {
 	Permits int           `json:"permits,omitempty"` // open: a semaphore's permit count
 	Lease   time.Duration `json:"lease,omitempty"`   // open: core.WithWatchdogTimeout (0: default)
 	Observe bool          `json:"observe,omitempty"` // open: report Wait events (wait, waiters)
+	Alone   bool          `json:"alone,omitempty"`   // open: core.WithSharedRoundTrips(0)
 	Start   int64         `json:"start,omitempty"`   // run
 	End     int64         `json:"end,omitempty"`     // run
 	Hold    time.Duration `json:"hold,omitempty"`    // run: critical section

@@ -109,7 +109,7 @@ func runThroughput(ctx context.Context, cfg Config, stats *statsReader, kinds []
 func throughputOf(ctx context.Context, cfg Config, stats *statsReader, ps []*proc, k Kind) (Throughput, error) {
 	key := "contend:" + string(k)
 	permits, every := cfg.permits(k), cfg.writeEvery(k)
-	if _, err := sendAll(ps, request{Op: opOpen, Kind: k, Key: key, Permits: permits}, evOpen, time.Minute); err != nil {
+	if _, err := sendAll(ps, request{Op: opOpen, Kind: k, Key: key, Permits: permits, Alone: cfg.Alone}, evOpen, time.Minute); err != nil {
 		return Throughput{}, err
 	}
 	load0 := loadAverage()

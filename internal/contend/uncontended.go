@@ -43,14 +43,14 @@ const uncontendedBlock = 25
 
 // MeasureUncontended times ops Lock+Unlock pairs per goroutine for the bare
 // lock, Mutex and FairMutex, and Mutex again under context.Background(),
-// with its own go-redis client and core.Client on the Redis server at addr.
-// Results are in that order.
-func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int) ([]Uncontended, error) {
+// with its own go-redis client and core.Client (made with opts) on the
+// Redis server at addr. Results are in that order.
+func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int, opts ...core.Option) ([]Uncontended, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: max(10*runtime.GOMAXPROCS(0), goroutines+4)})
 	defer rdb.Close()
 	var sent sentCounter
 	rdb.AddHook(&sent)
-	c := core.New(rdb)
+	c := core.New(rdb, opts...)
 	defer c.Close()
 	stats := newStatsReader(rdb)
 

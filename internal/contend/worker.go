@@ -179,6 +179,9 @@ func (w *worker) open(req request) {
 		if req.Observe {
 			opts = append(opts, core.WithObserver(waitObserver{}))
 		}
+		if req.Alone {
+			opts = append(opts, core.WithSharedRoundTrips(0))
+		}
 		w.c = core.New(w.rdb, opts...)
 	}
 	owner := "w" + strconv.Itoa(w.id)
