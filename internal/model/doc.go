@@ -5,7 +5,9 @@
 //
 // A run (one seed) has three model clients, each a go-redis client on
 // go-redis's default options with a fault hook (hook.go) and a core.Client
-// on it (watchdog 3 s), and a few locks of every kind (a mutex, a fair lock,
+// on it (watchdog 3 s; sharing round trips as by default, from two calls at
+// once, or never: core.WithSharedRoundTrips 8, 1 or 0, the clients in
+// turn), and a few locks of every kind (a mutex, a fair lock,
 // an RW lock's both sides, a semaphore of 2). Each step (ops.go) is one of:
 //
 //   - Lock or TryLock for a fresh owner, a named one (core.WithOwner, shared
@@ -13,7 +15,8 @@
 //     it is the same lock), on the watchdog or a fixed lease of 30-120 ms,
 //     bounded by WaitTimeout or by the context;
 //   - a burst of 12 such Lock calls on one client at once (more than a
-//     Client sends at once: some of their script calls share a pipeline);
+//     Client sends at once: on a client that shares round trips, some of
+//     their script calls share a pipeline);
 //   - Unlock of a lease still believed held, or a stale one (told of its
 //     loss, never unlocked: the deferred Unlock after a loss);
 //   - ForceUnlock of a lock;

@@ -117,9 +117,15 @@ func (w *world) newClient(slot, gen int) *mclient {
 	rdb := redis.NewClient(&redis.Options{Addr: w.srv.Addr()}) // go-redis defaults: retries, timeouts
 	rdb.AddHook(h)
 	mc := &mclient{slot: slot, gen: gen, rdb: rdb, hook: h}
-	mc.c = core.New(rdb, core.WithWatchdogTimeout(w.cfg.watchdog), core.WithObserver(&observer{w: w}))
+	mc.c = core.New(rdb, core.WithWatchdogTimeout(w.cfg.watchdog), core.WithObserver(&observer{w: w}),
+		core.WithSharedRoundTrips(sharedRoundTrips[(slot+gen)%len(sharedRoundTrips)]))
 	return mc
 }
+
+// sharedRoundTrips are the core.WithSharedRoundTrips limits the clients
+// take in turn (by slot and generation): the default, pipelines at two
+// calls at once, and every call alone.
+var sharedRoundTrips = []int{8, 1, 0}
 
 // shutdown ends every operation and closes every client.
 func (w *world) shutdown() {
