@@ -42,6 +42,24 @@ func TestAnalyzeThroughput(t *testing.T) {
 	}
 }
 
+// TestAnalyzeThroughputHandoffs checks the handoff figures: over holder
+// changes only (a re-take by the same process is not a handoff), the p50 of
+// Unlock called → next Lock returned and of the Unlock's round trip.
+func TestAnalyzeThroughputHandoffs(t *testing.T) {
+	us := int64(time.Microsecond)
+	cs := func(enter, unlock, unlocked int64) section { return section{0, enter * us, unlock * us, unlocked * us} }
+	per := [][]section{
+		{cs(0, 1000, 1100), cs(1100, 2000, 2010)},    // a re-take at 1100
+		{cs(2300, 3000, 3050), cs(6200, 7000, 7100)}, // 0→1 at 2300, 2→1 at 6200
+		{cs(3200, 4000, 4100)},                       // 1→2 at 3200
+	}
+	got := analyzeThroughput(KindMutex, per, 0, 10_000*us, 1, 0)
+	// Changes: 0→1 (300 µs, Unlock 10), 1→2 (200 µs, Unlock 50), 2→1 (2200 µs, Unlock 100).
+	if got.HandoffP50 != 300*time.Microsecond || got.UnlockP50 != 50*time.Microsecond {
+		t.Errorf("handoff p50 %v (Unlock %v), want 300µs (50µs): the middle of 200, 300, 2200 (10, 50, 100)", got.HandoffP50, got.UnlockP50)
+	}
+}
+
 // TestAnalyzeThroughputPermits checks the count of sections open at once
 // against a permit count: a section that begins as another ends does not
 // overlap it; one that begins while all permits are held does.
