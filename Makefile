@@ -29,7 +29,7 @@ ENGINE := github.com/keylock/keylock/core github.com/keylock/keylock/middleware/
 
 # The engine's tests of every kind, renewals and handoffs run once more
 # behind a sharding proxy that refuses commands whose keys span hash slots
-# (KEYLOCK_TEST_PROXY=crossslot, see core/helpers_test.go; about 80 s).
+# (KEYLOCK_TEST_PROXY=crossslot, see core/helpers_test.go; about 2 minutes).
 # TestMultiLockAllOrNothing is left out: it checks four locks with one
 # EXISTS of its own, which such a proxy refuses.
 PROXIED := ^Test(Mutex|FairLock|FairGrant|FairWaiter|RW|Semaphore|MultiLock|Watchdog|FixedLease|Loss|MixedLeases|DeadlinesKept|RenewNow|KeptPlace|Waiter(WokenByRelease|AcquiresWhenWakeUpIsLost)|ReleaseWakes|Extend)
