@@ -82,11 +82,12 @@ type queuedCall struct {
 }
 
 // run runs script s as the Client's acquire and release calls do: at once
-// when few calls are in flight, else in the next pipeline.
+// when few calls are in flight (or ctx is a give-back's: sentAlone), else in
+// the next pipeline.
 func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args ...any) *redis.Cmd {
 	q := &c.coalesce
 	q.mu.Lock()
-	if q.inFlight < c.cfg.sharedAfter {
+	if q.inFlight < c.cfg.sharedAfter || isSentAlone(ctx) {
 		q.inFlight++
 		q.mu.Unlock()
 		cmd := s.Run(ctx, c.rdb, keys, args...)
@@ -128,6 +129,20 @@ func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args 
 	c.sendQueued(lead)
 	return call.cmd
 }
+
+// A give-back (settle.go) is never queued: a pipeline runs under the
+// Client's context, which Close ends, while a give-back has closeGrace more
+// — one queued behind another call as the Client closed would fail unsent,
+// and leave what the attempt won (or its place in line) behind. Give-backs
+// are few (failed, cancelled or closed acquisitions), so each goes alone.
+type sentAloneKey struct{}
+
+// sentAlone marks ctx as a give-back's: its calls go alone.
+func sentAlone(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sentAloneKey{}, true)
+}
+
+func isSentAlone(ctx context.Context) bool { return ctx.Value(sentAloneKey{}) != nil }
 
 // answer is a queued call's reply for a caller whose context ended: the
 // reply if it came, else the context's error (the call was not sent, or its

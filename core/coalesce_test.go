@@ -472,3 +472,56 @@ func TestQueuedCallerToSendLeavesAtItsDeadline(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCloseTakesSharedWaitersOutOfLine: waiters of a Client that shares
+// round trips from two calls at once (WithSharedRoundTrips(1)) all stand in
+// a line when the Client closes. Their Locks return ErrClosed and give up
+// their places at once — the give-backs go out together, and none may be
+// queued into a pipeline that Close has already ended — so the holder's
+// release grants the lock to nobody of the closed Client.
+func TestCloseTakesSharedWaitersOutOfLine(t *testing.T) {
+	for _, kind := range []string{"fair", "rw-write", "mutex"} {
+		t.Run(kind, func(t *testing.T) {
+			_, rdb := single(t)
+			other := newLocks(t, rdb)
+			c := core.New(rdb, core.WithSharedRoundTrips(1))
+			defer c.Close()
+			const name, waiters = "closing-line", 6
+			locker := func(cl *core.Client) core.Locker {
+				switch kind {
+				case "fair":
+					return cl.FairMutex(name)
+				case "rw-write":
+					return cl.RWMutex(name)
+				}
+				return cl.Mutex(name)
+			}
+			ctx := context.Background()
+			held := mustLock(t, locker(other), ctx)
+			errs := make(chan error, waiters)
+			for range waiters {
+				go func() {
+					_, err := locker(c).Lock(ctx)
+					errs <- err
+				}()
+			}
+			if !eventually(5*time.Second, func() bool { return len(inspect(t, other, name).Line) == waiters }) {
+				t.Fatalf("%d waiters did not stand in line: %+v", waiters, inspect(t, other, name).Line)
+			}
+			_ = c.Close()
+			for range waiters {
+				if err := <-errs; !errors.Is(err, core.ErrClosed) {
+					t.Fatalf("a waiting Lock after Close: err = %v, want ErrClosed", err)
+				}
+			}
+			// Every Lock gave its place up before returning.
+			if line := inspect(t, other, name).Line; len(line) != 0 {
+				t.Fatalf("the closed Client's Locks returned, %d places are still in line: %+v", len(line), line)
+			}
+			mustUnlock(t, held)
+			if st := inspect(t, other, name); st.Held {
+				t.Fatalf("after the holder's release the lock went to the closed Client: %s", holdsNow(st))
+			}
+		})
+	}
+}
