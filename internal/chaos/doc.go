@@ -47,7 +47,8 @@
 // (package check), which trusts none of them, then reports overlaps of
 // exclusive holders and why, semaphore over-admission, dead-on-arrival
 // leases, fencing inversions, stalls, recovery after restarts, panics,
-// crashes, data races and leaked goroutines.
+// crashes, data races and leaked goroutines; and once the workers have
+// stopped the driver looks for keys left in Redis without an expiry.
 //
 // The critical sections ignore their lease context on purpose (careless user
 // code keeps working when told); whether they were told in time is what the

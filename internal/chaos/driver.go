@@ -7,11 +7,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/internal/chaos/check"
 	"github.com/keylock/keylock/internal/chaos/event"
 	"github.com/keylock/keylock/internal/redistest"
@@ -70,6 +74,7 @@ type driver struct {
 	replica *redisServer // a replica of it, promoted by a failover (failover.go)
 	proxies []*redistest.Proxy
 	spawned atomic.Int64
+	probes  sync.WaitGroup // probeLocks goroutines
 
 	mu    sync.Mutex
 	over  bool    // the run is over: no more spawns
@@ -142,8 +147,12 @@ func Run(ctx context.Context, cfg Config) (*check.Report, error) {
 	}
 	stops.Wait()
 	slots.Wait()
+	d.probes.Wait()
 	close(spawnErr)
 	if err := <-spawnErr; err != nil {
+		return nil, err
+	}
+	if err := d.scanKeys(ctx); err != nil {
 		return nil, err
 	}
 	return check.Dir(cfg.Dir)
@@ -329,6 +338,7 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 			d.progress("restart failed: %v", err)
 			return fmt.Sprintf("restart FAILED: %v", err)
 		}
+		d.probeLocks(ctx)
 		return fmt.Sprintf("redis-server killed%s, empty one up after %v", pending, time.Duration(rs.T1-rs.T0).Round(time.Millisecond))
 
 	case event.FaultFailover:
@@ -390,3 +400,103 @@ func wait(ctx context.Context, d time.Duration) bool {
 
 // DefaultFaults lists the faults a run injects by default: all of them.
 func DefaultFaults() []string { return append([]string(nil), event.Faults...) }
+
+// scanKeys logs (a Keys record) the keys the master holds with no expiry
+// once every worker has stopped: whatever keylock writes — holds, lines,
+// attempt records, receipts, fence counters — ends on its own, so nothing
+// a run leaves behind may stay for good.
+func (d *driver) scanKeys(ctx context.Context) error {
+	rdb := redis.NewClient(&redis.Options{Addr: d.redis.Addr()})
+	defer rdb.Close()
+	rec := event.Record{Ev: event.Keys, Target: -1, T0: event.Now()}
+	var names []string
+	var cursor uint64
+	for {
+		keys, next, err := rdb.Scan(ctx, cursor, "*", 1000).Result()
+		if err != nil {
+			return fmt.Errorf("chaos: scanning for keys without expiry: %w", err)
+		}
+		ttls := make([]*redis.DurationCmd, len(keys))
+		if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, k := range keys {
+				ttls[i] = p.PTTL(ctx, k)
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("chaos: scanning for keys without expiry: %w", err)
+		}
+		for i, k := range keys {
+			if ttls[i].Val() == -1 { // no expiry (-2: gone since the scan)
+				rec.N++
+				if len(names) < 10 {
+					names = append(names, k)
+				}
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	rec.Detail = strings.Join(names, "\n")
+	rec.T1 = event.Now()
+	d.record(rec)
+	return nil
+}
+
+// Probing the locks after an empty restart: how often, and how long.
+const (
+	probeEvery = 100 * time.Millisecond
+	probeFor   = 3 * time.Second
+)
+
+// probeLocks logs (Probe records) what every lock the workers take looks
+// like, every probeEvery for probeFor, on a goroutine of its own: who holds
+// it and who stands in its line, so that a lock whose waiters are not
+// served soon after an empty restart shows what held them up.
+func (d *driver) probeLocks(ctx context.Context) {
+	addr := d.redis.Addr()
+	d.probes.Add(1)
+	go func() {
+		defer d.probes.Done()
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		defer rdb.Close()
+		c := core.New(rdb)
+		defer c.Close()
+		end := time.Now().Add(probeFor)
+		for time.Now().Before(end) && wait(ctx, probeEvery) {
+			for _, name := range forceLocks {
+				rec := event.Record{Ev: event.Probe, Lock: name, Target: -1, T0: event.Now()}
+				ictx, cancel := context.WithTimeout(ctx, probeEvery)
+				st, err := c.Inspect(ictx, name)
+				cancel()
+				if err != nil {
+					rec.Detail = "error: " + err.Error()
+				} else {
+					rec.Detail = describe(st)
+				}
+				rec.T1 = event.Now()
+				d.record(rec)
+			}
+		}
+	}()
+}
+
+// describe is a lock's state in one line: holders (owner, token, time
+// left, a grant not yet claimed) and the line.
+func describe(st *core.LockState) string {
+	var b strings.Builder
+	if !st.Held {
+		b.WriteString("free")
+	}
+	for i, h := range st.Holders {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "held by %s token %d ttl %s", h.Owner, h.Token, h.TTL.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, "; line %d:", len(st.Line))
+	for _, w := range st.Line {
+		fmt.Fprintf(&b, " %s (ttl %s)", w.Owner, w.TTL.Round(time.Millisecond))
+	}
+	return b.String()
+}

@@ -56,7 +56,9 @@
 //
 //   - orphan: every hold in Redis belongs to a lease some client believes
 //     it holds, or is about to expire (Close and an Unlock that could not
-//     reach Redis leave holds to expire, as documented).
+//     reach Redis leave holds to expire, as documented);
+//   - unbounded: every key in Redis expires on its own (holds, lines,
+//     attempt records, receipts, fence counters: nothing stays for good).
 //
 // A holder told late because this process was not scheduled (a 5 ms ticker
 // came more than 10 ms late around the moment it should have been told:
@@ -64,7 +66,7 @@
 // the count of excused findings is logged.
 //
 // A run stops at its first finding and prints the seed, the finding and
-// the steps that touched its lock. The choices are the seed's; the timing is
+// the steps that touched its lock (-model.trace FILE writes every step). The choices are the seed's; the timing is
 // the machine's, so a seed reproduces the same steps, and usually the same
 // finding. `go test ./internal/model -model.seed N -model.runs 1` reruns a
 // seed; `make model DURATION=10m` runs seed after seed.

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"flag"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ var (
 	durationFlag = flag.Duration("model.duration", 0, "keep running seeds for this long (make model)")
 	allFlag      = flag.Bool("model.all", false, "go on after a failing seed (report every seed that fails)")
 	withoutFlag  = flag.String("model.without", "", "comma-separated step kinds to leave out: force, restart, close, deliver, faults")
+	traceFlag    = flag.String("model.trace", "", "write a failing seed's whole trace (every step of every lock) to this file")
 	goOnFlag     = flag.Bool("model.keepgoing", false, "go on after a finding within a seed (report the first finding of each rule)")
 )
 
@@ -102,6 +104,11 @@ func runSeed(t *testing.T, seed uint64) int {
 	sharedFaultedTotal += w.shared.faulted.Load()
 	if w.excused > 0 {
 		t.Logf("seed %d: %d findings excused: the process was starved (not scheduled) around them", seed, w.excused)
+	}
+	if *traceFlag != "" && len(w.findings) > 0 {
+		if err := os.WriteFile(*traceFlag, []byte(strings.Join(w.trace, "\n")+"\n"), 0o644); err != nil {
+			t.Errorf("-model.trace: %v", err)
+		}
 	}
 	seen := make(map[string]bool)
 	for _, f := range w.findings {

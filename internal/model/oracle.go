@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keylock/keylock/core"
+	"github.com/redis/go-redis/v9"
 )
 
 // A finding is a broken invariant: what, on which lock, and the facts.
@@ -28,6 +29,7 @@ const (
 	ruleSilentLoss   = "silent loss"              // Redis does not hold what an untold lease believes
 	ruleLateTold     = "told late"                // a force-unlock or restart victim not told within bound
 	ruleOrphan       = "orphan"                   // at quiescence, held in Redis by an owner nobody knows
+	ruleUnbounded    = "unbounded"                // at quiescence, a key in Redis that never expires
 )
 
 // report adds a finding (with w.mu held), once per subject.
@@ -283,6 +285,38 @@ func (w *world) quiesce(ctx context.Context) {
 			continue
 		}
 		w.orphans(s, st)
+	}
+	w.unbounded(ctx)
+}
+
+// unbounded reports every key in Redis that has no expiry: whatever keylock
+// writes (holds, lines, records, receipts, fence counters) ends on its own,
+// so a lock name used once costs nothing for good. (Only SetPermits stores
+// a key for good, and the model never calls it.)
+func (w *world) unbounded(ctx context.Context) {
+	var keys []string
+	iter := w.raw.Scan(ctx, 0, "*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if iter.Err() != nil {
+		return // Redis restarting: nothing to check
+	}
+	ttls := make([]*redis.DurationCmd, len(keys))
+	if _, err := w.raw.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			ttls[i] = p.PTTL(ctx, k)
+		}
+		return nil
+	}); err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, k := range keys {
+		if ttls[i].Val() == -1 { // -1: no expiry (-2: gone since the scan)
+			w.report(nil, ruleUnbounded, k, "key %s has no expiry", k)
+		}
 	}
 }
 

@@ -369,8 +369,15 @@ func TestRestartRecovery(t *testing.T) {
 	var slow logs
 	slow.add(event.Record{Ev: event.Restart, T0: ms(100), T1: ms(200)})
 	slow.cs(1, "m", mutex, 50, 1700, 1710)
-	if f := slow.check(t).Failures(); len(f) != 1 || !strings.Contains(f[0], "after an empty restart") {
+	slow.add(event.Record{Ev: event.Probe, Lock: "m", T0: ms(300), Detail: "held by x token 1 ttl 1.9s; line 0:"})
+	slow.add(event.Record{Ev: event.Probe, Lock: "other", T0: ms(300), Detail: "free; line 0:"})
+	slow.add(event.Record{Ev: event.Probe, Lock: "m", T0: ms(1800), Detail: "after the first holder"})
+	rep = slow.check(t)
+	if f := rep.Failures(); len(f) != 1 || !strings.Contains(f[0], "after an empty restart") {
 		t.Fatalf("failures: got %q, want one slow recovery", f)
+	}
+	if tr := rep.Recoveries[0].Trail; len(tr) != 1 || tr[0] != "100ms after the restart: held by x token 1 ttl 1.9s; line 0:" {
+		t.Fatalf("the slow recovery's trail: got %q, want the one probe of m before its first holder", tr)
 	}
 }
 
@@ -395,6 +402,23 @@ func TestProcesses(t *testing.T) {
 	}
 	if len(rep.Failures()) != 5 {
 		t.Fatalf("failures: got %q, want 5", rep.Failures())
+	}
+}
+
+func TestKeysWithoutExpiryFail(t *testing.T) {
+	var l logs
+	l.cs(1, "m", mutex, 0, 1, 2)
+	l.add(event.Record{Ev: event.Keys, Target: -1, T0: ms(10), T1: ms(11)}) // none
+	if f := l.check(t).Failures(); len(f) != 0 {
+		t.Fatalf("a scan that found none: failures %q", f)
+	}
+	l.add(event.Record{Ev: event.Keys, Target: -1, T0: ms(12), T1: ms(13), N: 12, Detail: "keylock:{m}:queue\nkeylock:{m}:fence"})
+	rep := l.check(t)
+	if rep.UnboundedKeys != 12 || len(rep.Unbounded) != 2 || rep.Unbounded[0] != "keylock:{m}:queue" {
+		t.Fatalf("got %d keys %q, want 12, the two named", rep.UnboundedKeys, rep.Unbounded)
+	}
+	if f := rep.Failures(); len(f) != 1 || !strings.Contains(f[0], "12 keys left in Redis with no expiry (keylock:{m}:queue, keylock:{m}:fence)") {
+		t.Fatalf("failures: got %q, want the 12 keys", f)
 	}
 }
 

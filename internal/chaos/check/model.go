@@ -126,14 +126,16 @@ type run struct {
 	exits      []event.Record
 	panics     []event.Record
 	summaries  []event.Record
-	pids       map[int]bool  // every worker process seen
-	deaths     map[int]int64 // pid → when its process exited
+	keys       []event.Record            // the driver's scan for keys without expiry
+	probes     map[string][]event.Record // the driver's probes after restarts, by lock
+	pids       map[int]bool              // every worker process seen
+	deaths     map[int]int64             // pid → when its process exited
 }
 
 // parse builds a run from records of any order.
 func parse(recs []event.Record) (*run, error) {
 	r := &run{pauses: make(map[int][]window), starved: make(map[int][]window), pids: make(map[int]bool),
-		deaths: make(map[int]int64)}
+		deaths: make(map[int]int64), probes: make(map[string][]event.Record)}
 	type key struct {
 		pid int
 		seq uint64
@@ -231,6 +233,10 @@ func parse(recs []event.Record) (*run, error) {
 			r.panics = append(r.panics, rec)
 		case event.Summary:
 			r.summaries = append(r.summaries, rec)
+		case event.Keys:
+			r.keys = append(r.keys, rec)
+		case event.Probe:
+			r.probes[rec.Lock] = append(r.probes[rec.Lock], rec)
 		case event.RunEnd:
 			runEnd = rec.T1
 		}

@@ -120,6 +120,9 @@ type Recovery struct {
 	Lock    string
 	Took    time.Duration
 	Never   bool // no holder before the end of the run: Took is a lower bound
+	// Trail is, for a recovery slower than RecoveryBound, what the driver's
+	// probes saw of the lock from the restart until its first holder.
+	Trail []string
 }
 
 // Lateness is how calls bounded one way kept their bound, in processes
@@ -209,6 +212,11 @@ type Report struct {
 	// reported ("race: read f (file:line) vs write g (file:line)") to the
 	// number of processes that reported it.
 	Races map[string]int
+	// UnboundedKeys counts the keys left in Redis with no expiry once the
+	// workers stopped, Unbounded names the first of them: keylock's keys
+	// all expire on their own.
+	UnboundedKeys int
+	Unbounded     []string
 	// NoSummary counts worker processes that were not killed by the driver
 	// yet wrote no summary.
 	NoSummary int
@@ -255,10 +263,11 @@ func (r *Report) WorstRecovery() (Recovery, bool) {
 
 // Failures lists what makes a run fail: overlaps and over-admissions with
 // an untold holder, dead-on-arrival leases, fencing inversions or
-// duplicates, panics, crashes, leaked goroutines, locks whose waiters
-// were not served within RecoveryBound of an empty restart, and grants to
-// a struck grantee that held their lock up for more than GrantBound while
-// another worker waited. Nil means the run passed.
+// duplicates, panics, crashes, leaked goroutines, keys left in Redis
+// without expiry, locks whose waiters were not served within
+// RecoveryBound of an empty restart, and grants to a struck grantee that
+// held their lock up for more than GrantBound while another worker waited.
+// Nil means the run passed.
 func (r *Report) Failures() []string {
 	var out []string
 	add := func(n int, format string, args ...any) {
@@ -288,6 +297,7 @@ func (r *Report) Failures() []string {
 	add(len(r.Leaks), "%d leaked goroutines", len(r.Leaks))
 	add(len(r.Races), "%d distinct data races", len(r.Races))
 	add(r.NoSummary, "%d workers ended without a summary", r.NoSummary)
+	add(r.UnboundedKeys, "%d keys left in Redis with no expiry (%s)", r.UnboundedKeys, strings.Join(r.Unbounded, ", "))
 	slow := 0
 	var worst Recovery
 	for _, rc := range r.Recoveries {
@@ -456,8 +466,16 @@ func (r *Report) Write(w io.Writer) {
 	} else {
 		p("after empty restarts: no waiter present at any restart")
 	}
-	p("panics: %d, crashed/hung workers: %d, leaked goroutines: %d, workers without summary: %d, data races: %d",
-		len(r.Panics), len(r.Crashes), len(r.Leaks), r.NoSummary, len(r.Races))
+	for _, rc := range r.Recoveries {
+		if len(rc.Trail) > 0 {
+			p("  %s after restart %d: %v until a waiter got in; the driver saw:", rc.Lock, rc.Restart, rc.Took.Round(time.Millisecond))
+			for _, l := range rc.Trail {
+				p("    %s", l)
+			}
+		}
+	}
+	p("panics: %d, crashed/hung workers: %d, leaked goroutines: %d, workers without summary: %d, data races: %d, keys without expiry: %d",
+		len(r.Panics), len(r.Crashes), len(r.Leaks), r.NoSummary, len(r.Races), r.UnboundedKeys)
 	for _, k := range sortedKeys(r.Races) {
 		p("  %s (in %d processes)", k, r.Races[k])
 	}

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,6 +73,13 @@ func (r *run) stalls(rep *Report) {
 				rc.Never, rc.Took = true, time.Duration(r.end-rs.to)
 			} else {
 				rc.Took = max(0, time.Duration(first-rs.to))
+			}
+			if rc.Took > RecoveryBound {
+				for _, p := range r.probes[l] {
+					if p.T0 >= rs.from && (first == 0 || p.T0 <= first) {
+						rc.Trail = append(rc.Trail, fmt.Sprintf("%s after the restart: %s", time.Duration(p.T0-rs.to).Round(time.Millisecond), p.Detail))
+					}
+				}
 			}
 			rep.Recoveries = append(rep.Recoveries, rc)
 		}
@@ -159,6 +167,12 @@ func freeWhileWaiting(attempts []*attempt, sections []*section) []Stall {
 func (r *run) processes(rep *Report) {
 	for _, p := range r.panics {
 		rep.Panics = append(rep.Panics, "panic in worker "+itoa(p.W)+": "+p.Detail)
+	}
+	for _, k := range r.keys {
+		if k.N > 0 {
+			rep.Unbounded = append(rep.Unbounded, strings.Split(k.Detail, "\n")...)
+			rep.UnboundedKeys += k.N
+		}
 	}
 	summarized := make(map[int]bool)
 	for _, s := range r.summaries {

@@ -74,6 +74,15 @@ const (
 	// Lock, called at T0, returned at T1, N = 1 when it freed a hold, Err
 	// if it failed (it may still have freed the lock).
 	Force = "force"
+	// Keys is what the driver found in Redis once every worker had
+	// stopped: N keys with no expiry, Detail the first of their names
+	// (one per line). Everything keylock writes expires on its own.
+	Keys = "keys"
+	// Probe is what the driver saw of one lock (Lock) at T0, every 100ms
+	// for a few seconds after an empty restart or a crash failover: Detail
+	// lists its holders and its line, or the error. The checker shows the
+	// probes of a lock whose waiters were not served in time.
+	Probe = "probe"
 )
 
 // Fault names (Record.Fault).
