@@ -117,7 +117,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // Close stops renewals and the pub/sub connection and waits for the
 // Client's goroutines to exit. Locks still held are not released: they
 // expire with their lease, and their leases' contexts are cancelled with
-// cause ErrClosed. Waiting Lock calls return ErrClosed. Close is idempotent.
+// cause ErrClosed — an Unlock called afterwards still releases its lock,
+// under the context it is given. Waiting Lock calls return ErrClosed and
+// give up their places in line. Close is idempotent.
 //
 // Close cancels the Redis calls the Client still has in flight on its own
 // goroutines (attempts whose callers left, releases, renewals): go-redis

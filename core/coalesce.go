@@ -82,12 +82,12 @@ type queuedCall struct {
 }
 
 // run runs script s as the Client's acquire and release calls do: at once
-// when few calls are in flight (or ctx is a give-back's: sentAlone), else in
-// the next pipeline.
+// when few calls are in flight, else in the next pipeline. A give-back
+// (sentAlone) and any call made after Close go at once, alone.
 func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args ...any) *redis.Cmd {
 	q := &c.coalesce
 	q.mu.Lock()
-	if q.inFlight < c.cfg.sharedAfter || isSentAlone(ctx) {
+	if q.inFlight < c.cfg.sharedAfter || isSentAlone(ctx) || c.closing() {
 		q.inFlight++
 		q.mu.Unlock()
 		cmd := s.Run(ctx, c.rdb, keys, args...)
@@ -135,6 +135,8 @@ func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args 
 // — one queued behind another call as the Client closed would fail unsent,
 // and leave what the attempt won (or its place in line) behind. Give-backs
 // are few (failed, cancelled or closed acquisitions), so each goes alone.
+// So does every call made once Close has begun (an Unlock deferred in a
+// handler as the service shuts down): it runs under its caller's context.
 type sentAloneKey struct{}
 
 // sentAlone marks ctx as a give-back's: its calls go alone.
@@ -221,4 +223,14 @@ func errorCmd(ctx context.Context, err error) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)
 	cmd.SetErr(err)
 	return cmd
+}
+
+// closing reports whether Close has begun.
+func (c *Client) closing() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }

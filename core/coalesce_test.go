@@ -525,3 +525,35 @@ func TestCloseTakesSharedWaitersOutOfLine(t *testing.T) {
 		})
 	}
 }
+
+// TestUnlockAfterCloseReleases: leases Unlocked after their Client closed
+// (a deferred Unlock in a handler while the service shuts down), many at
+// once on a Client that shares round trips, are each released in Redis
+// under the caller's context: a call made after Close is never queued into
+// a pipeline that Close has ended.
+func TestUnlockAfterCloseReleases(t *testing.T) {
+	_, rdb := single(t)
+	insp := newLocks(t, rdb)
+	c := core.New(rdb, core.WithSharedRoundTrips(1))
+	const n = 6
+	ctx := context.Background()
+	leases := make([]*core.Lease, n)
+	for i := range leases {
+		leases[i] = mustLock(t, c.Mutex(fmt.Sprintf("after-close:%d", i)), ctx)
+	}
+	_ = c.Close()
+	errs := make(chan error, n)
+	for _, l := range leases {
+		go func() { errs <- l.Unlock(ctx) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("Unlock after Close: %v", err)
+		}
+	}
+	for i := range leases {
+		if name := fmt.Sprintf("after-close:%d", i); heldNow(insp, name) {
+			t.Errorf("%s is still held after its lease was Unlocked", name)
+		}
+	}
+}
