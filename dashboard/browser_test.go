@@ -54,6 +54,9 @@ func browser(t *testing.T, within time.Duration) context.Context {
 		chromedp.Flag("hide-scrollbars", true),
 		chromedp.Flag("font-render-hinting", "none"),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium leaves a directory of its own in $TMPDIR
+		// (org.chromium.Chromium.*): give it one the test removes.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 		chromedp.WindowSize(1440, 900),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
