@@ -111,7 +111,8 @@ chaos: redis
 
 # model: the model-based randomized test (internal/model) for DURATION,
 # one seed after another (a short run of it is part of `make test`).
-# MODELFLAGS e.g. "-model.seed 42 -model.steps 1000 -model.all".
+# MODELFLAGS e.g. "-model.seed 42 -model.steps 1000 -model.all", or
+# "-model.trace /tmp/model-trace.txt" (a failing seed's every step).
 MODELFLAGS ?=
 model: redis
 	$(GO) test -race -count=1 -timeout 0 -run '^TestModel$$' -v ./internal/model -args -model.duration $(DURATION) $(MODELFLAGS)
