@@ -82,12 +82,12 @@ type queuedCall struct {
 }
 
 // run runs script s as the Client's acquire and release calls do: at once
-// when few calls are in flight, else in the next pipeline. A give-back
-// (sentAlone) and any call made after Close go at once, alone.
+// when few calls are in flight, else in the next pipeline. A call made
+// after Close began goes at once, alone, under its caller's context.
 func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args ...any) *redis.Cmd {
 	q := &c.coalesce
 	q.mu.Lock()
-	if q.inFlight < c.cfg.sharedAfter || isSentAlone(ctx) || c.closing() {
+	if q.inFlight < c.cfg.sharedAfter || c.closing() {
 		q.inFlight++
 		q.mu.Unlock()
 		cmd := s.Run(ctx, c.rdb, keys, args...)
@@ -130,21 +130,20 @@ func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args 
 	return call.cmd
 }
 
-// A give-back (settle.go) is never queued: a pipeline runs under the
-// Client's context, which Close ends, while a give-back has closeGrace more
-// — one queued behind another call as the Client closed would fail unsent,
-// and leave what the attempt won (or its place in line) behind. Give-backs
-// are few (failed, cancelled or closed acquisitions), so each goes alone.
-// So does every call made once Close has begun (an Unlock deferred in a
-// handler as the service shuts down): it runs under its caller's context.
-type sentAloneKey struct{}
+// A pipeline runs under the Client's context, which Close ends — but a
+// give-back (settle.go) has closeGrace more: one sent in a pipeline after
+// Close would fail unsent, and leave what its attempt won (or its place in
+// line) behind. So a pipeline that carries a give-back runs until that
+// grace ends instead; and a call made once Close has begun (a give-back, an
+// Unlock deferred in a handler as the service shuts down) is never queued.
+type giveBackKey struct{}
 
-// sentAlone marks ctx as a give-back's: its calls go alone.
-func sentAlone(ctx context.Context) context.Context {
-	return context.WithValue(ctx, sentAloneKey{}, true)
+// givingBack marks ctx as a give-back's.
+func givingBack(ctx context.Context) context.Context {
+	return context.WithValue(ctx, giveBackKey{}, true)
 }
 
-func isSentAlone(ctx context.Context) bool { return ctx.Value(sentAloneKey{}) != nil }
+func isGiveBack(ctx context.Context) bool { return ctx.Value(giveBackKey{}) != nil }
 
 // answer is a queued call's reply for a caller whose context ended: the
 // reply if it came, else the context's error (the call was not sent, or its
@@ -161,7 +160,7 @@ func answer(ctx context.Context, call *queuedCall) *redis.Cmd {
 // sendQueued sends calls as one pipeline, answers each, and then lets the
 // next queued calls go.
 func (c *Client) sendQueued(calls []*queuedCall) {
-	ctx, cancel := c.callContext(calls[0].ctx)
+	ctx, cancel := c.pipelineContext(calls)
 	defer cancel()
 	pipe := c.pipeline()
 	for _, q := range calls {
@@ -186,6 +185,20 @@ func (c *Client) sendQueued(calls []*queuedCall) {
 		q.ready <- struct{}{}
 	}
 	c.callEnded()
+}
+
+// pipelineContext is the context a pipeline of calls runs under: the
+// Client's (callContext: Close ends it) with the first call's values, or,
+// when a give-back is among them, one that ends with the give-backs' grace.
+func (c *Client) pipelineContext(calls []*queuedCall) (context.Context, context.CancelFunc) {
+	for _, q := range calls {
+		if isGiveBack(q.ctx) {
+			ctx, cancel := context.WithCancel(context.WithoutCancel(calls[0].ctx))
+			stop := context.AfterFunc(c.grace, cancel)
+			return ctx, func() { stop(); cancel() }
+		}
+	}
+	return c.callContext(calls[0].ctx)
 }
 
 // callEnded is told that a call or pipeline in flight ended: the queue, if

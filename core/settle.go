@@ -34,7 +34,7 @@ func (c *Client) settle(p resolver, t try) {
 	until := time.Now().Add(max(t.lease, receiptTTL))
 	pause := 50 * time.Millisecond
 	for {
-		ctx, cancel := context.WithTimeout(sentAlone(c.grace), c.cfg.releaseTimeout)
+		ctx, cancel := context.WithTimeout(givingBack(c.grace), c.cfg.releaseTimeout)
 		err := p.abort(ctx, t)
 		cancel()
 		if err == nil {
