@@ -171,11 +171,20 @@ type clientContext struct {
 func (x clientContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (x clientContext) Done() <-chan struct{}       { return x.c.done }
 func (x clientContext) Err() error {
-	select {
-	case <-x.c.done:
+	if x.c.closing() {
 		return context.Canceled
+	}
+	return nil
+}
+
+// closing reports whether Close has begun (without c.mu: isClosed's answer,
+// a moment later).
+func (c *Client) closing() bool {
+	select {
+	case <-c.done:
+		return true
 	default:
-		return nil
+		return false
 	}
 }
 

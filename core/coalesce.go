@@ -237,13 +237,3 @@ func errorCmd(ctx context.Context, err error) *redis.Cmd {
 	cmd.SetErr(err)
 	return cmd
 }
-
-// closing reports whether Close has begun.
-func (c *Client) closing() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
