@@ -23,10 +23,18 @@ import (
 //     backoff, until it is acknowledged or the hold's lease would have ended
 //     (after that Redis has expired it anyway);
 //   - a release or give-back acknowledged within the last resendWindow is
-//     remembered, and sent once more when the restart watch (restart.go)
-//     sees a new master — also the resolution of an attempt whose caller
-//     left or whose win came too late (settle.go), which may have given
-//     back a win the new master still has.
+//     remembered, and sent once more each time the restart watch
+//     (restart.go) sees a new master — also the resolution of an attempt
+//     whose caller left or whose win came too late (settle.go), which may
+//     have given back a win, or left a place in line, that the new master
+//     still has. A resolution that left a line is remembered for as long as
+//     a place in that line can live unrenewed, if that is longer: a replica
+//     that missed the leave can bring the place back for that long, and a
+//     release would grant the lock to an attempt nobody waits for.
+//
+// Back-to-back failovers (a promoted replica that lags behind, then another
+// promotion) each get every remembered release again: the second new master
+// may have synced from the first before the first got the copy.
 //
 // Sending one again is always safe: each names its lease by id, and the
 // receipt that id left where the first one landed makes the copy a no-op;
@@ -60,6 +68,9 @@ type sentRelease struct {
 	send  func(context.Context) error
 	at    time.Time // when it was acknowledged
 	until time.Time // when the hold's lease would have ended
+	// window is how long after at a new master gets it again: resendWindow,
+	// or a line's place timeout when longer (settleWindow).
+	window time.Duration
 }
 
 // releaseLog is what the Client remembers of its recent releases, and how
@@ -69,6 +80,9 @@ type releaseLog struct {
 	ring     []sentRelease // up to resendCap, oldest overwritten first
 	next     int
 	retrying int
+	// pending is the latest end of a remembered release's window: the
+	// restart watch probes until then.
+	pending time.Time
 }
 
 // args names what l's release gives back.
@@ -94,19 +108,33 @@ func (c *Client) releaseOutcome(l *Lease, err error) {
 	}
 	switch {
 	case err == nil:
-		c.releaseSent(send, until)
+		c.releaseSent(send, until, resendWindow)
 	case err != ErrClosed:
-		c.retryRelease(send, until)
+		c.retryRelease(send, until, resendWindow)
 	}
 }
 
+// settleWindow is how long the resolution of an attempt of p is sent again
+// to each new master: resendWindow, or the place timeout of p's line when
+// longer (a place the resolution took out of line can come back with a
+// lagging replica for that long).
+func settleWindow(p resolver) time.Duration {
+	if lp, ok := p.(linedProtocol); ok {
+		return max(resendWindow, lp.line().placeTimeout())
+	}
+	return resendWindow
+}
+
 // releaseSent remembers an acknowledged release, to send it again if a new
-// master appears within resendWindow.
-func (c *Client) releaseSent(send func(context.Context) error, until time.Time) {
+// master appears within window.
+func (c *Client) releaseSent(send func(context.Context) error, until time.Time, window time.Duration) {
 	g := &c.restart.sent
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	e := sentRelease{send: send, at: time.Now(), until: until}
+	e := sentRelease{send: send, at: time.Now(), until: until, window: window}
+	if end := e.at.Add(window); end.After(g.pending) {
+		g.pending = end
+	}
 	if len(g.ring) < resendCap {
 		g.ring = append(g.ring, e)
 		return
@@ -116,13 +144,14 @@ func (c *Client) releaseSent(send func(context.Context) error, until time.Time) 
 }
 
 // retryRelease sends send again on a Client-owned goroutine until it is
-// acknowledged, until passes, or the Client closes.
-func (c *Client) retryRelease(send func(context.Context) error, until time.Time) {
+// acknowledged (then remembered for window), until passes, or the Client
+// closes.
+func (c *Client) retryRelease(send func(context.Context) error, until time.Time, window time.Duration) {
 	g := &c.restart.sent
 	g.mu.Lock()
 	g.retrying++
 	g.mu.Unlock()
-	if !c.spawn(func() { c.retry(send, until) }) {
+	if !c.spawn(func() { c.retry(send, until, window) }) {
 		g.mu.Lock()
 		g.retrying--
 		g.mu.Unlock()
@@ -131,7 +160,7 @@ func (c *Client) retryRelease(send func(context.Context) error, until time.Time)
 }
 
 // retry is retryRelease's goroutine.
-func (c *Client) retry(send func(context.Context) error, until time.Time) {
+func (c *Client) retry(send func(context.Context) error, until time.Time, window time.Duration) {
 	g := &c.restart.sent
 	defer func() {
 		g.mu.Lock()
@@ -151,7 +180,7 @@ func (c *Client) retry(send func(context.Context) error, until time.Time) {
 		err := send(ctx)
 		cancel()
 		if err == nil {
-			c.releaseSent(send, until)
+			c.releaseSent(send, until, window)
 			return
 		}
 		pause = min(2*pause, retryMaxPause)
@@ -162,20 +191,21 @@ func (c *Client) retry(send func(context.Context) error, until time.Time) {
 	}
 }
 
-// resendRecent sends every release acknowledged within resendWindow once
-// more, on a Client-owned goroutine; one that fails is retried as above.
-// The restart watch calls it when it sees a new master.
+// resendRecent sends every release still within its window once more, on a
+// Client-owned goroutine; one that fails is retried as above. The restart
+// watch calls it each time it sees a new master. The releases stay
+// remembered: a second new master soon after (a lagging replica promoted,
+// then another) gets them again.
 func (c *Client) resendRecent() {
 	g := &c.restart.sent
 	g.mu.Lock()
 	var again []sentRelease
-	since := time.Now().Add(-resendWindow)
+	now := time.Now()
 	for _, e := range g.ring {
-		if e.at.After(since) {
+		if now.Sub(e.at) < e.window {
 			again = append(again, e)
 		}
 	}
-	g.ring, g.next = nil, 0
 	g.mu.Unlock()
 	if len(again) == 0 {
 		return
@@ -191,25 +221,18 @@ func (c *Client) resendRecent() {
 			default:
 			}
 			if err != nil && time.Now().Before(e.until) {
-				c.retryRelease(e.send, e.until)
+				c.retryRelease(e.send, e.until, e.window)
 			}
 		}
 	})
 }
 
-// releasesPending reports whether a release is being retried or one was
-// acknowledged within resendWindow: the restart watch keeps probing then,
-// so that a failover right after the last Unlock is still noticed.
+// releasesPending reports whether a release is being retried or one is
+// still within its window: the restart watch keeps probing then, so that a
+// failover right after the last Unlock is still noticed.
 func (c *Client) releasesPending() bool {
 	g := &c.restart.sent
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.retrying > 0 {
-		return true
-	}
-	if len(g.ring) == 0 {
-		return false
-	}
-	latest := g.ring[(g.next+len(g.ring)-1)%len(g.ring)]
-	return time.Since(latest.at) < resendWindow
+	return g.retrying > 0 || time.Now().Before(g.pending)
 }

@@ -113,3 +113,61 @@ func TestHoldBeingReleasedIsNotRenewed(t *testing.T) {
 	}
 	<-unlocked
 }
+
+// A waiter that gave up left the line, but a lagging replica promoted after
+// a first failover can bring its place back: the leave is sent again to
+// every new master while such a place can still live. Without that, the
+// next release grants the lock to an attempt nobody waits for, and the
+// lock stays held for a claim window.
+func TestLeaveIsSentAgainOnEachNewMaster(t *testing.T) {
+	_, rdb := single(t)
+	holder, quitter, other := newLocks(t, rdb), newLocks(t, rdb), newLocks(t, rdb)
+	ctx := context.Background()
+	l := mustLock(t, holder.FairMutex("stale"), ctx)
+	keys := []string{"keylock:{stale}:queue", "keylock:{stale}:timeouts", "keylock:{stale}:standing"}
+
+	// The quitter stands in line; its place is copied (what a replica that
+	// stops replicating now keeps), then it gives up and leaves.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := quitter.FairMutex("stale").Lock(wctx)
+		gaveUp <- err
+	}()
+	waitUntil(t, 2*time.Second, "the waiter never stood in line", func() bool {
+		return rdb.LLen(ctx, keys[0]).Val() == 1
+	})
+	dumps := make([]string, len(keys))
+	for i, k := range keys {
+		dumps[i] = rdb.Dump(ctx, k).Val()
+	}
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock: %v, want Canceled", err)
+	}
+	waitUntil(t, 2*time.Second, "the waiter that gave up never left the line", func() bool {
+		return rdb.Exists(ctx, keys[0]).Val() == 0
+	})
+
+	core.ResendRecent(quitter) // a first new master: nothing of the place on it
+	time.Sleep(100 * time.Millisecond)
+	for i, k := range keys { // a second one, synced from a replica that lagged
+		if err := rdb.RestoreReplace(ctx, k, 5*time.Second, dumps[i]).Err(); err != nil {
+			t.Fatalf("RESTORE %s: %v", k, err)
+		}
+	}
+	core.ResendRecent(quitter)
+	waitUntil(t, 2*time.Second, "the place that came back was never given up again", func() bool {
+		return rdb.Exists(ctx, keys[0]).Val() == 0
+	})
+
+	mustUnlock(t, l)
+	tctx, tcancel := context.WithTimeout(ctx, time.Second)
+	defer tcancel()
+	l2, err := other.FairMutex("stale").TryLock(tctx)
+	if err != nil {
+		t.Fatalf("TryLock right after the holder's Unlock: %v (the lock went to the place that came back)", err)
+	}
+	mustUnlock(t, l2)
+}

@@ -186,7 +186,7 @@ func (c *Client) replicated(ctx context.Context, p resolver, t try, acked acks) 
 		undo = fmt.Sprintf("releasing it failed, retrying in the background: %v", err)
 		c.settleLater(p, t)
 	} else {
-		c.releaseSent(func(ctx context.Context) error { return p.abort(ctx, t) }, time.Now().Add(max(t.lease, receiptTTL)))
+		c.releaseSent(func(ctx context.Context) error { return p.abort(ctx, t) }, time.Now().Add(max(t.lease, receiptTTL)), settleWindow(p))
 	}
 	return fmt.Errorf("%w: %w: %q: %d of %d replicas acknowledged within %s; %s",
 		ErrReplicaSync, ErrUnavailable, p.info().Name, acked.got, acked.want, rs.timeout, undo)

@@ -38,10 +38,10 @@ func (c *Client) settle(p resolver, t try) {
 		err := p.abort(ctx, t)
 		cancel()
 		if err == nil {
-			// Remembered like an acknowledged release: if a new master
-			// appears within resendWindow, it may still have the win this
-			// resolved (release_retry.go).
-			c.releaseSent(func(ctx context.Context) error { return p.abort(ctx, t) }, until)
+			// Remembered like an acknowledged release: a new master that
+			// appears soon after may still have the win this resolved, or
+			// the place in line it gave up (release_retry.go).
+			c.releaseSent(func(ctx context.Context) error { return p.abort(ctx, t) }, until, settleWindow(p))
 			return
 		}
 		if !time.Now().Add(pause).Before(until) {
