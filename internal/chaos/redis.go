@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -60,6 +61,14 @@ func (s *redisServer) Addr() string { return net.JoinHostPort("127.0.0.1", strco
 func (s *redisServer) start() error {
 	logf, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		return err
+	}
+	// Empty means empty: a server that was once a replica wrote the
+	// snapshot of its last full sync to dump.rdb in its dir, and
+	// redis-server loads that file at start even with saving off — a
+	// restart would bring back seconds-old holds and places in line.
+	if err := os.Remove(filepath.Join(s.dir, "dump.rdb")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		logf.Close()
 		return err
 	}
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",

@@ -3,6 +3,7 @@ package redistest
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -222,6 +223,12 @@ func (s *Server) start() error {
 // launch starts a redis-server on port (and tlsPort, WithTLS) and waits
 // until it is ready. On error nothing is left running.
 func (s *Server) launch(port, tlsPort int) (*process, error) {
+	// A server that was a replica wrote its last full sync to dump.rdb,
+	// which redis-server loads at start even with saving off: remove it,
+	// so that a restarted server is empty, as the package promises.
+	if err := os.Remove(filepath.Join(s.dir, "dump.rdb")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	proc, err := startProcess(s.bin, s.args(port, tlsPort), filepath.Join(s.dir, "redis.log"))
 	if err != nil {

@@ -379,6 +379,35 @@ func TestRestartRecovery(t *testing.T) {
 	if tr := rep.Recoveries[0].Trail; len(tr) != 1 || tr[0] != "100ms after the restart: held by x token 1 ttl 1.9s; line 0:" {
 		t.Fatalf("the slow recovery's trail: got %q, want the one probe of m before its first holder", tr)
 	}
+
+	// The next fault began 500ms after the server was back, before anyone
+	// got in (a planned failover pauses writes from its start): the
+	// recovery cannot be judged, and is no failure.
+	var cut logs
+	cut.add(event.Record{Ev: event.Fault, Fault: event.FaultRestart, T0: ms(95), T1: ms(200)})
+	cut.add(event.Record{Ev: event.Restart, T0: ms(100), T1: ms(200)})
+	cut.add(event.Record{Ev: event.Fault, Fault: event.FaultFailover, T0: ms(700), T1: ms(3700)})
+	cut.cs(1, "m", mutex, 50, 3800, 3810)
+	rep = cut.check(t)
+	if f := rep.Failures(); len(f) != 0 {
+		t.Fatalf("a recovery the next fault cut short within the bound is no failure: %q", f)
+	}
+	if rc := rep.Recoveries[0]; !rc.Interrupted || rc.Took != 500*time.Millisecond {
+		t.Fatalf("recovery: got %+v, want interrupted after 500ms", rc)
+	}
+	if _, ok := rep.WorstRecovery(); ok {
+		t.Fatal("an interrupted recovery counted as the worst")
+	}
+
+	// One that began only 1.3s after the server was back cuts nothing: the
+	// bound had passed with the lock free.
+	var late logs
+	late.add(event.Record{Ev: event.Restart, T0: ms(100), T1: ms(200)})
+	late.add(event.Record{Ev: event.Fault, Fault: event.FaultFailover, T0: ms(1500), T1: ms(4500)})
+	late.cs(1, "m", mutex, 50, 4600, 4610)
+	if f := late.check(t).Failures(); len(f) != 1 || !strings.Contains(f[0], "after an empty restart") {
+		t.Fatalf("failures: got %q, want one slow recovery", f)
+	}
 }
 
 func TestProcesses(t *testing.T) {

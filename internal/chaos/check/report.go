@@ -120,6 +120,10 @@ type Recovery struct {
 	Lock    string
 	Took    time.Duration
 	Never   bool // no holder before the end of the run: Took is a lower bound
+	// Interrupted: the next fault began within RecoveryBound of the
+	// restart, before any waiter got in (Took is until then); such a
+	// recovery is neither slow nor counted in the worst.
+	Interrupted bool
 	// Trail is, for a recovery slower than RecoveryBound, what the driver's
 	// probes saw of the lock from the restart until its first holder.
 	Trail []string
@@ -254,7 +258,7 @@ func (r *Report) WorstRecovery() (Recovery, bool) {
 	var worst Recovery
 	found := false
 	for _, rc := range r.Recoveries {
-		if !rc.Never && rc.Took >= worst.Took {
+		if !rc.Never && !rc.Interrupted && rc.Took >= worst.Took {
 			worst, found = rc, true
 		}
 	}
@@ -301,7 +305,7 @@ func (r *Report) Failures() []string {
 	slow := 0
 	var worst Recovery
 	for _, rc := range r.Recoveries {
-		if !rc.Never && rc.Took > RecoveryBound {
+		if !rc.Never && !rc.Interrupted && rc.Took > RecoveryBound {
 			slow++
 			if rc.Took > worst.Took {
 				worst = rc
@@ -461,8 +465,8 @@ func (r *Report) Write(w io.Writer) {
 		}
 	}
 	if worst, ok := r.WorstRecovery(); ok {
-		p("after %d empty restarts, waiters got in within %v at worst (restart %d, %s)",
-			len(r.restarts()), worst.Took.Round(time.Millisecond), worst.Restart, worst.Lock)
+		p("after %d empty restarts, waiters got in within %v at worst (restart %d, %s)%s",
+			len(r.restarts()), worst.Took.Round(time.Millisecond), worst.Restart, worst.Lock, r.interrupted())
 	} else {
 		p("after empty restarts: no waiter present at any restart")
 	}
@@ -528,6 +532,20 @@ func (r *Report) toldBy() map[string]int {
 		}
 	}
 	return m
+}
+
+// interrupted says how many recoveries the next fault cut short, if any.
+func (r *Report) interrupted() string {
+	n := 0
+	for _, rc := range r.Recoveries {
+		if rc.Interrupted {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d cut short by the next fault within %v", n, RecoveryBound)
 }
 
 func (r *Report) restarts() []int {

@@ -69,12 +69,19 @@ func (r *run) stalls(rep *Report) {
 				}
 			}
 			rc := Recovery{Restart: i + 1, Lock: l}
-			if first == 0 {
+			next := r.nextFault(rs.from)
+			switch {
+			case next != 0 && (first == 0 || first > next) && time.Duration(next-rs.to) <= RecoveryBound:
+				// The next fault began (a planned failover pauses writes
+				// from its start) before a waiter got in, and within
+				// the bound: this restart's recovery cannot be judged.
+				rc.Interrupted, rc.Took = true, max(0, time.Duration(next-rs.to))
+			case first == 0:
 				rc.Never, rc.Took = true, time.Duration(r.end-rs.to)
-			} else {
+			default:
 				rc.Took = max(0, time.Duration(first-rs.to))
 			}
-			if rc.Took > RecoveryBound {
+			if rc.Took > RecoveryBound && !rc.Interrupted {
 				for _, p := range r.probes[l] {
 					if p.T0 >= rs.from && (first == 0 || p.T0 <= first) {
 						rc.Trail = append(rc.Trail, fmt.Sprintf("%s after the restart: %s", time.Duration(p.T0-rs.to).Round(time.Millisecond), p.Detail))
@@ -84,6 +91,18 @@ func (r *run) stalls(rep *Report) {
 			rep.Recoveries = append(rep.Recoveries, rc)
 		}
 	}
+}
+
+// nextFault is when the first fault that began after from began (0: none
+// did).
+func (r *run) nextFault(from int64) int64 {
+	next := int64(0)
+	for _, f := range r.faults {
+		if f.from > from && (next == 0 || f.from < next) {
+			next = f.from
+		}
+	}
+	return next
 }
 
 // freeWhileWaiting returns the maximal intervals during which some waiter
