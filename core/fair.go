@@ -233,11 +233,16 @@ func (a fairAttempt) abort(ctx context.Context, t try) error {
 	if !a.wait {
 		return nil // TryLock never queues
 	}
-	pub, err := a.c.hub.PublishCommand(ctx)
+	return a.leave(ctx, t.owner, t.id)
+}
+
+// leave takes the waiter of attempt id (member: its owner) out of the line.
+func (f *FairMutex) leave(ctx context.Context, member, id string) error {
+	pub, err := f.c.hub.PublishCommand(ctx)
 	if err != nil {
 		return err
 	}
-	return scriptFairLeave.Run(ctx, a.c.rdb, []string{a.k.lock, a.queue, a.deadlines, a.chPrefix, a.standing}, t.owner, pub, t.id).Err()
+	return scriptFairLeave.Run(ctx, f.c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.chPrefix, f.standing}, member, pub, id).Err()
 }
 
 func (a fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd {

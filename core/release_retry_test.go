@@ -171,3 +171,61 @@ func TestLeaveIsSentAgainOnEachNewMaster(t *testing.T) {
 	}
 	mustUnlock(t, l2)
 }
+
+// A waiter that won the lock from the line holds no place there any more,
+// but a lagging replica promoted soon after can bring its place back, at
+// the head of the line: the leave is sent to each new master, or the lock
+// would be granted (or left free) for an attempt nobody runs any more.
+func TestWonPlaceIsTakenOutAgainOnANewMaster(t *testing.T) {
+	_, rdb := single(t)
+	holder, waiter, other := newLocks(t, rdb), newLocks(t, rdb), newLocks(t, rdb)
+	ctx := context.Background()
+	for _, kind := range []string{"fair", "mutex"} {
+		t.Run(kind, func(t *testing.T) {
+			name := "won-" + kind
+			locker := func(c *core.Client) core.Locker {
+				if kind == "fair" {
+					return c.FairMutex(name)
+				}
+				return c.Mutex(name)
+			}
+			keys := []string{"keylock:{" + name + "}:queue", "keylock:{" + name + "}:timeouts", "keylock:{" + name + "}:standing"}
+			l := mustLock(t, locker(holder), ctx)
+			won := make(chan *core.Lease, 1)
+			go func() {
+				l, err := locker(waiter).Lock(ctx)
+				if err != nil {
+					t.Errorf("the waiter's Lock: %v", err)
+				}
+				won <- l
+			}()
+			waitUntil(t, 2*time.Second, "the waiter never stood in line", func() bool {
+				return rdb.LLen(ctx, keys[0]).Val() == 1
+			})
+			dumps := make([]string, len(keys))
+			for i, k := range keys {
+				dumps[i] = rdb.Dump(ctx, k).Val()
+			}
+			mustUnlock(t, l)
+			wl := <-won
+			if wl == nil {
+				t.FailNow()
+			}
+			mustUnlock(t, wl)
+			for i, k := range keys { // a new master, synced from a replica that lagged
+				if err := rdb.RestoreReplace(ctx, k, 5*time.Second, dumps[i]).Err(); err != nil {
+					t.Fatalf("RESTORE %s: %v", k, err)
+				}
+			}
+			core.ResendRecent(waiter)
+			waitUntil(t, 2*time.Second, "the place that came back was never taken out", func() bool {
+				return rdb.Exists(ctx, keys[0]).Val() == 0
+			})
+			l2, err := locker(other).TryLock(ctx)
+			if err != nil {
+				t.Fatalf("TryLock of the free lock: %v (the place that came back is first in line)", err)
+			}
+			mustUnlock(t, l2)
+		})
+	}
+}

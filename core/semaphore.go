@@ -251,11 +251,17 @@ func (a semAttempt) abort(ctx context.Context, t try) error {
 	if _, err := a.releaseAs(ctx, t.id, "1"); err != nil || t.final {
 		return err
 	}
-	pub, err := a.c.hub.PublishCommand(ctx)
+	return a.leave(ctx, t.id, t.id)
+}
+
+// leave takes the waiter of attempt id (member: its holder id, the same)
+// out of the line.
+func (s *Semaphore) leave(ctx context.Context, member, id string) error {
+	pub, err := s.c.hub.PublishCommand(ctx)
 	if err != nil {
 		return err
 	}
-	return scriptSemLeave.Run(ctx, a.c.rdb, a.scriptKeys(), a.scriptArgs(pub, a.permits, t.id, t.id)...).Err()
+	return scriptSemLeave.Run(ctx, s.c.rdb, s.scriptKeys(), s.scriptArgs(pub, s.permits, member, id)...).Err()
 }
 
 // A semaphore's holder id is unique to one acquisition: it names the hold,

@@ -61,6 +61,9 @@ type waitLine interface {
 	// line, the attempt id standing in its place, its waiter timeout in
 	// ms); pub is the publish command, ttl the line's expiry.
 	keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd
+	// leave takes the place of attempt id (member in line) out of the
+	// line, if that attempt still stands in it.
+	leave(ctx context.Context, member, id string) error
 }
 
 // keptLine is one lock's line as seen by this Client: its places kept.
