@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/keylock/keylock/core"
 )
 
@@ -135,13 +137,7 @@ func TestLeaveIsSentAgainOnEachNewMaster(t *testing.T) {
 		_, err := quitter.FairMutex("stale").Lock(wctx)
 		gaveUp <- err
 	}()
-	waitUntil(t, 2*time.Second, "the waiter never stood in line", func() bool {
-		return rdb.LLen(ctx, keys[0]).Val() == 1
-	})
-	dumps := make([]string, len(keys))
-	for i, k := range keys {
-		dumps[i] = rdb.Dump(ctx, k).Val()
-	}
+	snap := lineSnapshot(t, rdb, keys)
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock: %v, want Canceled", err)
@@ -152,11 +148,7 @@ func TestLeaveIsSentAgainOnEachNewMaster(t *testing.T) {
 
 	core.ResendRecent(quitter) // a first new master: nothing of the place on it
 	time.Sleep(100 * time.Millisecond)
-	for i, k := range keys { // a second one, synced from a replica that lagged
-		if err := rdb.RestoreReplace(ctx, k, 5*time.Second, dumps[i]).Err(); err != nil {
-			t.Fatalf("RESTORE %s: %v", k, err)
-		}
-	}
+	snap() // a second one, synced from a replica that lagged
 	core.ResendRecent(quitter)
 	waitUntil(t, 2*time.Second, "the place that came back was never given up again", func() bool {
 		return rdb.Exists(ctx, keys[0]).Val() == 0
@@ -199,24 +191,14 @@ func TestWonPlaceIsTakenOutAgainOnANewMaster(t *testing.T) {
 				}
 				won <- l
 			}()
-			waitUntil(t, 2*time.Second, "the waiter never stood in line", func() bool {
-				return rdb.LLen(ctx, keys[0]).Val() == 1
-			})
-			dumps := make([]string, len(keys))
-			for i, k := range keys {
-				dumps[i] = rdb.Dump(ctx, k).Val()
-			}
+			snap := lineSnapshot(t, rdb, keys)
 			mustUnlock(t, l)
 			wl := <-won
 			if wl == nil {
 				t.FailNow()
 			}
 			mustUnlock(t, wl)
-			for i, k := range keys { // a new master, synced from a replica that lagged
-				if err := rdb.RestoreReplace(ctx, k, 5*time.Second, dumps[i]).Err(); err != nil {
-					t.Fatalf("RESTORE %s: %v", k, err)
-				}
-			}
+			snap() // a new master, synced from a replica that lagged
 			core.ResendRecent(waiter)
 			waitUntil(t, 2*time.Second, "the place that came back was never taken out", func() bool {
 				return rdb.Exists(ctx, keys[0]).Val() == 0
@@ -227,5 +209,28 @@ func TestWonPlaceIsTakenOutAgainOnANewMaster(t *testing.T) {
 			}
 			mustUnlock(t, l2)
 		})
+	}
+}
+
+// lineSnapshot waits until one waiter stands in the line whose keys (queue
+// first) are keys, copies them — what a replica that stops replicating now
+// keeps — and returns what puts that copy back in place of the keys.
+func lineSnapshot(t *testing.T, rdb *redis.Client, keys []string) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	waitUntil(t, 2*time.Second, "the waiter never stood in line", func() bool {
+		return rdb.LLen(ctx, keys[0]).Val() == 1
+	})
+	dumps := make([]string, len(keys))
+	for i, k := range keys {
+		dumps[i] = rdb.Dump(ctx, k).Val()
+	}
+	return func() {
+		t.Helper()
+		for i, k := range keys {
+			if err := rdb.RestoreReplace(ctx, k, 5*time.Second, dumps[i]).Err(); err != nil {
+				t.Fatalf("RESTORE %s: %v", k, err)
+			}
+		}
 	}
 }
