@@ -184,25 +184,39 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 		}
 		return nil, false, fmt.Errorf("keylock: acquire %q: won the lock as the context ended, gave it back: %w", a.info.Name, err)
 	}
-	a.leftLine()
+	a.leftLine(l)
 	return l, false, nil
 }
 
-// leftLine remembers, after a win of an attempt that stood in a line, that
-// its place there is gone: a replica that lagged behind, promoted soon
+// leftLine remembers, after the win l of an attempt that stood in a line,
+// that its place there is gone: a replica that lagged behind, promoted soon
 // after, can bring the place back, and a release would then grant the lock
 // to an attempt that nobody waits for any more (or wake it, for nobody to
 // come). So each new master that appears while such a place could still
 // live is sent the leave (release_retry.go), which takes out this
-// attempt's place only.
-func (a *attempt) leftLine() {
+// attempt's place only; and a grant or wake-up pushed to the attempt
+// meanwhile is given back (stray.go).
+func (a *attempt) leftLine(l *Lease) {
 	lp, ok := a.p.(linedProtocol)
 	if !ok || a.lastNow == 0 {
 		return
 	}
 	wl, member, id := lp.line(), lp.member(a.t), a.t.id
 	window := settleWindow(a.p)
-	a.c.releaseSent(func(ctx context.Context) error { return wl.leave(ctx, member, id) }, time.Now().Add(window), window)
+	leave := func(ctx context.Context) error { return wl.leave(ctx, member, id) }
+	a.c.releaseSent(leave, time.Now().Add(window), window)
+	o := overAttempt{until: time.Now().Add(window), leave: leave, won: l.token}
+	if _, sem := a.p.(semAttempt); !sem {
+		// A semaphore's hold is named by the attempt id, which the lease
+		// that won renews: a grant to it is that lease's, not a stray one.
+		o.giveBack = func(ctx context.Context, token uint64) error {
+			r := l.args()
+			r.token = token
+			_, err := l.releasedBy().release(ctx, r)
+			return err
+		}
+	}
+	a.c.overs.remember(id, o)
 }
 
 // giveBack resolves the current acquisition id on a Client-owned goroutine

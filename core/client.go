@@ -34,8 +34,9 @@ type Client struct {
 	watchdog *watchdog       // holds, renewals and deadlines (watchdog.go)
 	identity *identityKeeper // the identity record, or nil (identity.go)
 
-	places   placeKeeper // waiters' places in line (wait_place.go)
-	coalesce coalescer   // script calls made at once share round trips (coalesce.go)
+	places   placeKeeper  // waiters' places in line (wait_place.go)
+	overs    overAttempts // attempts that left a line, for pushes that still come (stray.go)
+	coalesce coalescer    // script calls made at once share round trips (coalesce.go)
 
 	scripts     *script.Cache // SHAs of the scripts, shared per rdb (package script)
 	scriptsOnce sync.Once     // SCRIPT LOAD of every script before the first call
@@ -101,6 +102,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c.identity = newIdentityKeeper(rdb, c.id, cfg.identity, cfg.releaseTimeout, c.watchdog.holdsAny)
 	c.hub.ID = c.id
 	c.hub.Kick = c.restart.kick
+	c.hub.Stray = c.stray
 	c.hub.Refused = func(err error) {
 		if isRefusal(err) {
 			c.reportRefused(context.Background(), "SUBSCRIBE", DegradeWakeups, err)

@@ -41,7 +41,16 @@ func (c *Client) settle(p resolver, t try) {
 			// Remembered like an acknowledged release: a new master that
 			// appears soon after may still have the win this resolved, or
 			// the place in line it gave up (release_retry.go).
-			c.releaseSent(func(ctx context.Context) error { return p.abort(ctx, t) }, until, settleWindow(p))
+			window := settleWindow(p)
+			abort := func(ctx context.Context) error { return p.abort(ctx, t) }
+			c.releaseSent(abort, until, window)
+			if _, lined := p.(linedProtocol); lined {
+				// A grant or wake-up pushed to it later (a lagging
+				// replica brought its place back) is given back by
+				// resolving it again (stray.go).
+				c.overs.remember(t.id, overAttempt{until: time.Now().Add(window), leave: abort,
+					giveBack: func(ctx context.Context, _ uint64) error { return abort(ctx) }})
+			}
 			return
 		}
 		if !time.Now().Add(pause).Before(until) {

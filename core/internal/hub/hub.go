@@ -58,6 +58,11 @@ type Hub struct {
 	// Refused, when set (before first use), is told of every error reply
 	// on a pub/sub connection (the server may refuse (S)SUBSCRIBE).
 	Refused func(error)
+	// Stray, when set (before first use), is told, without h.mu, of a grant
+	// or wake-up pushed for an attempt id no waiter of the channel has: a
+	// waiter that has not joined yet (the push is kept for it), or an
+	// attempt that is over, whose place a lagging replica brought back.
+	Stray func(channel, id, payload string)
 
 	mode  atomic.Int32 // pubUnknown, pubPlain or pubSharded
 	probe *modeProbe   // the running mode probe, guarded by mu

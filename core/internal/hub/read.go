@@ -177,10 +177,15 @@ func (h *Hub) published(m *redis.Message) {
 	}
 	if ok {
 		h.mu.Lock()
+		stray := false
 		if s := h.chans[m.Channel]; s != nil {
 			s.pushTo(id, m.Payload)
+			stray = s.byTag[id] == nil
 		}
 		h.mu.Unlock()
+		if stray && h.Stray != nil {
+			h.Stray(m.Channel, id, m.Payload)
+		}
 		return
 	}
 	n, err := strconv.Atoi(m.Payload)

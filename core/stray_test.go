@@ -1,0 +1,90 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+)
+
+// A lagging replica promoted in a failover can bring back the place in line
+// of an attempt that is over, and a release can grant it the lock before
+// the Client's leave reaches the new master. The grant's push comes to the
+// Client with no waiter for it: it gives the grant back at once, instead of
+// leaving the lock held for a claim window. Both for an attempt that won
+// and went on, and for one that gave up.
+func TestGrantToAnAttemptThatIsOverIsGivenBack(t *testing.T) {
+	_, rdb := single(t)
+	holder, waiter, other := newLocks(t, rdb), newLocks(t, rdb), newLocks(t, rdb)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		kind   string
+		gaveUp bool
+	}{{"fair", false}, {"mutex", false}, {"fair", true}, {"mutex", true}} {
+		name := "stray-" + tc.kind
+		how := "won"
+		if tc.gaveUp {
+			name, how = name+"-gave-up", "gave up"
+		}
+		t.Run(tc.kind+" "+how, func(t *testing.T) {
+			locker := func(c *core.Client) core.Locker {
+				if tc.kind == "fair" {
+					return c.FairMutex(name)
+				}
+				return c.Mutex(name)
+			}
+			keys := []string{"keylock:{" + name + "}:queue", "keylock:{" + name + "}:timeouts", "keylock:{" + name + "}:standing"}
+			l := mustLock(t, locker(holder), ctx)
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				wl, err := locker(waiter).Lock(wctx)
+				if err == nil {
+					err = wl.Unlock(ctx) // won, and went on
+				}
+				done <- err
+			}()
+			snap := lineSnapshot(t, rdb, keys)
+			var record string // the waiting attempt's record, which the replica lacks too
+			for _, st := range rdb.HVals(ctx, keys[2]).Val() {
+				record = "keylock:{" + name + "}:rel:" + strings.SplitN(st, "|", 2)[0]
+			}
+			if tc.gaveUp {
+				cancel()
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Fatalf("the waiter's Lock: %v, want Canceled", err)
+				}
+				waitUntil(t, 2*time.Second, "the waiter that gave up never left the line", func() bool {
+					return rdb.Exists(ctx, keys[0]).Val() == 0
+				})
+				mustUnlock(t, l)
+			} else {
+				mustUnlock(t, l)
+				if err := <-done; err != nil {
+					t.Fatalf("the waiter's Lock and Unlock: %v", err)
+				}
+			}
+
+			l = mustLock(t, locker(holder), ctx)
+			snap() // a new master, synced from a replica that lagged
+			if rdb.Del(ctx, record).Val() != 1 {
+				t.Fatalf("no record %s to delete", record)
+			}
+			mustUnlock(t, l) // grants the lock to the place that came back
+			granted := time.Now()
+			waitUntil(t, time.Second, "the grant to an attempt that is over was not given back", func() bool {
+				l2, err := locker(other).TryLock(ctx)
+				if err != nil {
+					return false
+				}
+				mustUnlock(t, l2)
+				return true
+			})
+			t.Logf("free again %s after the grant", time.Since(granted).Round(time.Millisecond))
+		})
+	}
+}
