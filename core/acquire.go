@@ -209,10 +209,13 @@ func (a *attempt) leftLine(l *Lease) {
 	if _, sem := a.p.(semAttempt); !sem {
 		// A semaphore's hold is named by the attempt id, which the lease
 		// that won renews: a grant to it is that lease's, not a stray one.
+		// What gives it back, not the lease itself: its context (and the
+		// caller's, which it derives from) is not kept alive.
+		args, rel := l.args(), l.releasedBy()
 		o.giveBack = func(ctx context.Context, token uint64) error {
-			r := l.args()
+			r := args
 			r.token = token
-			_, err := l.releasedBy().release(ctx, r)
+			_, err := rel.release(ctx, r)
 			return err
 		}
 	}
