@@ -111,7 +111,7 @@ func (s *overAttempts) take(id, payload string) (overAttempt, func(context.Conte
 // stray is the hub's Stray: a push for an attempt id no waiter has. One for
 // an attempt that is over is given back on a Client-owned goroutine; if
 // that fails, the next push for it tries again.
-func (c *Client) stray(_, id, payload string) {
+func (c *Client) stray(id, payload string) {
 	o, do, ok := c.overs.take(id, payload)
 	if !ok {
 		return

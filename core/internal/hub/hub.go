@@ -62,7 +62,7 @@ type Hub struct {
 	// or wake-up pushed for an attempt id no waiter of the channel has: a
 	// waiter that has not joined yet (the push is kept for it), or an
 	// attempt that is over, whose place a lagging replica brought back.
-	Stray func(channel, id, payload string)
+	Stray func(id, payload string)
 
 	mode  atomic.Int32 // pubUnknown, pubPlain or pubSharded
 	probe *modeProbe   // the running mode probe, guarded by mu

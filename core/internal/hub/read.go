@@ -184,7 +184,7 @@ func (h *Hub) published(m *redis.Message) {
 		}
 		h.mu.Unlock()
 		if stray && h.Stray != nil {
-			h.Stray(m.Channel, id, m.Payload)
+			h.Stray(id, m.Payload)
 		}
 		return
 	}
