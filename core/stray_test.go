@@ -78,9 +78,12 @@ func TestGrantToAnAttemptThatIsOverIsGivenBack(t *testing.T) {
 			if rdb.Del(ctx, record).Val() != 1 {
 				t.Fatalf("no record %s to delete", record)
 			}
-			mustUnlock(t, l) // grants the lock to the place that came back
+			// The grant's first lease is the claim window (2s): free again
+			// sooner, counted from before the release, it was given back,
+			// not left to run out.
 			granted := time.Now()
-			waitUntil(t, time.Second, "the grant to an attempt that is over was not given back", func() bool {
+			mustUnlock(t, l) // grants the lock to the place that came back
+			waitUntil(t, 5*time.Second, "the lock was never free again", func() bool {
 				l2, err := locker(other).TryLock(ctx)
 				if err != nil {
 					return false
@@ -88,7 +91,11 @@ func TestGrantToAnAttemptThatIsOverIsGivenBack(t *testing.T) {
 				mustUnlock(t, l2)
 				return true
 			})
-			t.Logf("free again %s after the grant", time.Since(granted).Round(time.Millisecond))
+			took := time.Since(granted)
+			if took >= core.DefaultFairClaimWindow-100*time.Millisecond {
+				t.Fatalf("free again only %s after the grant: its claim window ran out, it was not given back", took)
+			}
+			t.Logf("free again %s after the grant", took.Round(time.Millisecond))
 		})
 	}
 }
