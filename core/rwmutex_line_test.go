@@ -166,7 +166,8 @@ func watcherLeaves(t *testing.T, srv *redistest.Server, rdb *redis.Client, name 
 	mark [2]string, cancel context.CancelFunc, done <-chan error, d *queuedCall) {
 	t.Helper()
 	notices := watchNotices(t, srv, name)
-	// The grant ends a claim window after it was made, on server time.
+	// The grant ends a claim window after it was made, on server time (the
+	// half second allows for the release's round trip after this read).
 	grantEnd := rdb.Time(context.Background()).Val().Add(core.DefaultFairClaimWindow + 500*time.Millisecond)
 	mustUnlock(t, holder)
 	released := time.Now()
