@@ -14,7 +14,11 @@
 // the line, the attempt records). [Register] links the libraries a
 // script names into its body, so each script stays one self-contained
 // EVAL; of a library it keeps only the helpers the script uses (link.go),
-// since Redis builds every helper a body defines on each call.
+// since Redis builds every helper a body defines on each call. A script
+// whose first part answers the common case (the uncontended acquire, a
+// release nobody waits for) ends that part with a line opening
+// "-- @helpers": the helpers only the rest needs are linked there, and a
+// call that part answers never builds them.
 //
 // Acquisitions and releases are idempotent (lib_attempt.lua): every
 // attempt has an id whose record key a replayed copy of the call finds, and

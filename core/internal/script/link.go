@@ -97,8 +97,8 @@ func isIdent(s string) bool {
 }
 
 // identifiers adds every identifier-like word of src to set (words in
-// comments and strings too: that can keep a helper nobody calls, never
-// drop one that is called).
+// strings and trailing comments too: that can keep a helper nobody calls,
+// never drop one that is called).
 func identifiers(src string, set map[string]bool) {
 	start := -1
 	for i := 0; i <= len(src); i++ {
@@ -113,14 +113,64 @@ func identifiers(src string, set map[string]bool) {
 	}
 }
 
+// helpersMark opens a line of a script that splits it in two: the part
+// above it (its head: typically the uncontended path, which returns early)
+// runs before the definitions of the helpers only the part below needs.
+// link puts there the helpers the head does not use, so a call the head
+// answers never builds them. A script without the line has no head: every
+// helper it uses comes first.
+const helpersMark = "-- @helpers"
+
 // link returns the body of a script whose own source is self, preceded by
 // the definitions of libs it needs: those self names, and those they name,
 // transitively. A definition can name only those above it (Lua's locals),
-// so one pass from the last definition up finds them all. Each library
-// keeps its header, so a body still says which libraries it holds.
+// so one pass from the last definition up finds them all. When self has a
+// helpersMark line, the helpers its head needs come before the head, and
+// the others, which only the rest needs, after the mark; each group keeps the
+// libraries' order, so a definition still follows every one it names.
+// Each library keeps its header (at the top), so a body still says which
+// libraries it holds.
 func link(libs []libFile, self string) string {
+	head, rest := "", self
+	if i := strings.Index(self, "\n"+helpersMark); i >= 0 {
+		head, rest = self[:i+1], self[i+1:]
+	}
+	first := needed(libs, head)
+	all := needed(libs, head+rest)
+	var b strings.Builder
+	for _, lf := range libs {
+		b.WriteString(lf.header)
+	}
+	// defs writes the definitions keep marks and done does not.
+	defs := func(keep, done [][]bool) {
+		for l, lf := range libs {
+			for p, pc := range lf.pieces {
+				if keep[l][p] && !done[l][p] {
+					b.WriteString(pc.text)
+				}
+			}
+		}
+		b.WriteByte('\n')
+	}
+	if head != "" {
+		defs(first, needed(libs, "")) // needed(libs, ""): nothing done yet
+		b.WriteString(head)
+		mark, after, _ := strings.Cut(rest, "\n")
+		b.WriteString(mark + "\n")
+		rest = after
+	}
+	defs(all, first)
+	b.WriteString(rest)
+	b.WriteByte('\n')
+	return b.String()
+}
+
+// needed marks, per library and definition, those src names directly or
+// through other definitions, outside comment lines (so that a comment
+// naming a helper does not pull it into a head).
+func needed(libs []libFile, src string) [][]bool {
 	need := map[string]bool{}
-	identifiers(self, need)
+	identifiers(code(src), need)
 	keep := make([][]bool, len(libs))
 	for l := len(libs) - 1; l >= 0; l-- {
 		keep[l] = make([]bool, len(libs[l].pieces))
@@ -128,21 +178,23 @@ func link(libs []libFile, self string) string {
 			pc := libs[l].pieces[p]
 			if need[pc.name] {
 				keep[l][p] = true
-				identifiers(pc.text, need)
+				identifiers(code(pc.text), need)
 			}
 		}
 	}
+	return keep
+}
+
+// code returns src without its comment lines (those whose first non-blank
+// characters are --). The scripts hold no long strings, where such a line
+// could be data; a comment after code on its line is kept, which can only
+// keep a helper nobody calls.
+func code(src string) string {
 	var b strings.Builder
-	for l, lf := range libs {
-		b.WriteString(lf.header)
-		for p, pc := range lf.pieces {
-			if keep[l][p] {
-				b.WriteString(pc.text)
-			}
+	for line := range strings.Lines(src) {
+		if !strings.HasPrefix(strings.TrimLeft(line, " \t"), "--") {
+			b.WriteString(line)
 		}
-		b.WriteByte('\n')
 	}
-	b.WriteString(self)
-	b.WriteByte('\n')
 	return b.String()
 }

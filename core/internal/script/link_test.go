@@ -62,6 +62,41 @@ func TestLinkKeepsWhatIsUsed(t *testing.T) {
 	}
 }
 
+// TestLinkPutsTheHeadFirst checks that a script with a helpers mark gets
+// the helpers its head uses before the head, and those only the rest uses
+// at the mark, each group in the libraries' order; and that a helper named
+// only in a comment line is not linked.
+func TestLinkPutsTheHeadFirst(t *testing.T) {
+	libs := []libFile{parseLib("lib_a", linkLibA), parseLib("lib_b", linkLibB)}
+	self := "-- s: a script; its header names four.\nif ARGV[1] then\n  return one(1)\nend\n" + helpersMark + ": the rest.\nreturn three(1) -- or two\n"
+	body := link(libs, self)
+	at := func(s string) int {
+		i := strings.Index(body, s)
+		if i < 0 {
+			t.Fatalf("body lacks %q:\n%s", s, body)
+		}
+		return i
+	}
+	head, mark := at("return one(1)"), at(helpersMark)
+	if one := at("function one"); one > head {
+		t.Errorf("one, which the head calls, is defined after it:\n%s", body)
+	}
+	for _, f := range []string{"local limit", "function two", "function three"} {
+		if i := at(f); i < mark || i > at("return three(1)") {
+			t.Errorf("%s, which only the rest needs, is not linked at the mark:\n%s", f, body)
+		}
+	}
+	if at("local limit") > at("function two") || at("function two") > at("function three") {
+		t.Errorf("the rest's helpers out of order:\n%s", body)
+	}
+	if strings.Contains(body, "function four") {
+		t.Errorf("four, named only in a comment, is linked:\n%s", body)
+	}
+	if strings.Count(body, "function one") != 1 {
+		t.Errorf("one is defined twice:\n%s", body)
+	}
+}
+
 // TestParseLibRefusesOtherStatements checks that a library's top level
 // holding anything but local functions and one-line constants panics.
 func TestParseLibRefusesOtherStatements(t *testing.T) {

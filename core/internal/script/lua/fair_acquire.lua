@@ -60,6 +60,7 @@ if redis.call('exists', KEYS[6], KEYS[1], KEYS[2]) == 0 then
   local left = hold_take(KEYS[1], owner, token, lease, ARGV[8], now)
   return attempt_won(KEYS[6], 1, token, ARGV[7], left)
 end
+-- @helpers: the definitions only the rest needs are linked here.
 local seen = attempt_seen(KEYS[6], function(token)
   return hold_left(KEYS[1], owner, token)
 end, ARGV[9])

@@ -54,13 +54,26 @@
 -- out of line instead. A fixed-LeaseTime waiter is woken to take the lock
 -- itself, as before. A grant to a waiter of the releasing Client (its tag
 -- is ARGV[11]) is returned in the reply instead of published (grant_push).
-local line = {ch = KEYS[5], publish = ARGV[3], self = ARGV[11]}
-local function grant_next()
-  local head = redis.call('lindex', KEYS[2], 0)
-  if not head then
-    redis.call('del', KEYS[1]) -- nobody in line: the uncontended path
-    return
+local seen, token = release_seen(KEYS[4], ARGV[5], ARGV[4], ARGV[6])
+if seen then
+  return seen
+end
+local n = hold_release(KEYS[1], ARGV[1], token, ARGV[7], tonumber(ARGV[2]))
+if n < 0 then
+  return release_refused(KEYS[4], ARGV[4])
+end
+-- The uncontended path ends here: holds are left, or nobody is in line.
+local head = n == 0 and redis.call('lindex', KEYS[2], 0)
+if not head then
+  if n == 0 then
+    redis.call('del', KEYS[1])
   end
+  redis.call('set', KEYS[4], n, 'px', ARGV[4])
+  return n
+end
+-- @helpers: the definitions only a handoff needs are linked here.
+local line = {ch = KEYS[5], publish = ARGV[3], self = ARGV[11]}
+local function grant_next(head)
   local t = redis.call('time')
   local now = now_ms(t)
   while head do
@@ -101,17 +114,6 @@ local function grant_next()
   end
   redis.call('del', KEYS[1])
 end
-
-local seen, token = release_seen(KEYS[4], ARGV[5], ARGV[4], ARGV[6])
-if seen then
-  return seen
-end
-local n = hold_release(KEYS[1], ARGV[1], token, ARGV[7], tonumber(ARGV[2]))
-if n < 0 then
-  return release_refused(KEYS[4], ARGV[4])
-end
-if n == 0 then
-  grant_next()
-end
+grant_next(head)
 redis.call('set', KEYS[4], n, 'px', ARGV[4])
 return release_reply(n, line)
