@@ -149,3 +149,51 @@ func TestEveryLibraryParses(t *testing.T) {
 		t.Errorf("%d definitions in the libraries; want the 40 or more there are", len(where))
 	}
 }
+
+// TestSplitScriptsDefineBeforeUse links the scripts that have a helpers
+// mark as core registers them and checks that, outside comments, no helper
+// is named above its definition (Lua would find a nil global there), and
+// that each keeps its mark; and that no script or library holds a long
+// bracket ([[ or --[[), where code would take a line for a comment.
+func TestSplitScriptsDefineBeforeUse(t *testing.T) {
+	libs := []string{"lib_fence", "lib_queue", "lib_attempt", "lib_hold"}
+	for _, name := range []string{"fair_acquire", "fair_release"} {
+		parsed := make([]libFile, len(libs))
+		for i, l := range libs {
+			b, err := files.ReadFile("lua/" + l + ".lua")
+			if err != nil {
+				t.Fatal(err)
+			}
+			parsed[i] = parseLib(l, string(b))
+		}
+		self, err := files.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(self), "\n"+helpersMark) {
+			t.Errorf("%s has no %q line", name, helpersMark)
+		}
+		body := code(link(parsed, string(self)))
+		for _, line := range strings.Split(body, "\n") {
+			fn, ok := strings.CutPrefix(line, "local function ")
+			if !ok {
+				continue
+			}
+			fn, _, _ = strings.Cut(fn, "(")
+			def := strings.Index(body, "local function "+fn+"(")
+			if use := strings.Index(body, fn+"("); use < def+len("local function ") {
+				t.Errorf("%s: %s is called above its definition", name, fn)
+			}
+		}
+	}
+	entries, err := files.ReadDir("lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, _ := files.ReadFile("lua/" + e.Name())
+		if strings.Contains(string(b), "[[") {
+			t.Errorf("%s holds a long bracket", e.Name())
+		}
+	}
+}
