@@ -61,7 +61,7 @@ func TestLongHoldIsReportedOnceWhileHeld(t *testing.T) {
 
 	l := mustLock(t, c.Mutex("slow"), ctx)
 	inner := mustLock(t, c.Mutex("slow"), l.Context()) // a re-entry: same hold
-	evs := obs.wait(t, 1, 2*time.Second)
+	obs.wait(t, 1, 2*time.Second)
 	// Renewals (every 100ms) and the rest of the hold report nothing more.
 	time.Sleep(500 * time.Millisecond)
 	evs, alive := obs.get()
@@ -96,9 +96,10 @@ func TestLongHoldPerLock(t *testing.T) {
 	relaxed := mustLock(t, c.Mutex("relaxed"), ctx) // the Client's hour
 	strict := mustLock(t, c.Semaphore("strict", 2), ctx, core.LongHold(100*time.Millisecond))
 	fixed := mustLock(t, c.FairMutex("fixed"), ctx, core.LongHold(100*time.Millisecond), core.LeaseTime(5*time.Second))
-	evs := obs.wait(t, 2, 2*time.Second)
+	obs.wait(t, 2, 2*time.Second)
 	time.Sleep(200 * time.Millisecond)
-	if evs, _ = obs.get(); len(evs) != 2 {
+	evs, _ := obs.get()
+	if len(evs) != 2 {
 		t.Fatalf("events: %+v, want strict and fixed only", evs)
 	}
 	names := map[string]bool{evs[0].Lock.Name: true, evs[1].Lock.Name: true}

@@ -211,9 +211,9 @@ func checkAttrs(t *testing.T, what string, kvs []attribute.KeyValue, want ...att
 		v, ok := got[w.Key]
 		switch {
 		case !ok:
-			t.Errorf("%s: no attribute %s, want %s=%s (got %v)", what, w.Key, w.Key, w.Value.Emit(), kvs)
+			t.Errorf("%s: no attribute %s, want %s=%s (got %v)", what, w.Key, w.Key, w.Value.String(), kvs)
 		case v != w.Value:
-			t.Errorf("%s: %s=%s, want %s", what, w.Key, v.Emit(), w.Value.Emit())
+			t.Errorf("%s: %s=%s, want %s", what, w.Key, v.String(), w.Value.String())
 		}
 	}
 }
@@ -222,7 +222,7 @@ func checkAttrs(t *testing.T, what string, kvs []attribute.KeyValue, want ...att
 func checkNoAttr(t *testing.T, what string, kvs []attribute.KeyValue, key attribute.Key) {
 	t.Helper()
 	if v, ok := attrs(kvs)[key]; ok {
-		t.Errorf("%s: %s=%s, want no such attribute", what, key, v.Emit())
+		t.Errorf("%s: %s=%s, want no such attribute", what, key, v.String())
 	}
 }
 
@@ -231,7 +231,7 @@ func seconds(t *testing.T, what string, kvs []attribute.KeyValue, key attribute.
 	t.Helper()
 	v, ok := attrs(kvs)[key]
 	if !ok || v.Type() != attribute.FLOAT64 {
-		t.Fatalf("%s: %s=%v, want a float64 attribute", what, key, v.Emit())
+		t.Fatalf("%s: %s=%v, want a float64 attribute", what, key, v.String())
 	}
 	return v.AsFloat64()
 }

@@ -50,7 +50,7 @@ func TestLongHoldEventAndMetric(t *testing.T) {
 			if kv.Key == "keylock.lease.held" && kv.Value.AsFloat64() < 0.1 {
 				t.Errorf("held %v, want at least the threshold", kv.Value.AsFloat64())
 			}
-			if kv.Value.Emit() == "orders:42" {
+			if kv.Value.String() == "orders:42" {
 				t.Errorf("the rendered key is in the event (%s) without WithKeyAttribute", kv.Key)
 			}
 		}

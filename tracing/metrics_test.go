@@ -59,10 +59,10 @@ func TestMetricsAfterKnownSequence(t *testing.T) {
 		want    int64
 	}{{outAcquired, 2}, {outBusy, 2}, {outCanceled, 1}, {attribute.String("keylock.outcome", "error"), 0}} {
 		if got := h.sum("keylock.acquisitions", tmpl, kindMutex, c.outcome); got != c.want {
-			t.Errorf("keylock.acquisitions{%s}=%d, want %d", c.outcome.Value.Emit(), got, c.want)
+			t.Errorf("keylock.acquisitions{%s}=%d, want %d", c.outcome.Value.String(), got, c.want)
 		}
 		if got, _ := h.hist("keylock.acquire.duration", tmpl, c.outcome); int64(got) != c.want {
-			t.Errorf("keylock.acquire.duration{%s} count %d, want %d", c.outcome.Value.Emit(), got, c.want)
+			t.Errorf("keylock.acquire.duration{%s} count %d, want %d", c.outcome.Value.String(), got, c.want)
 		}
 	}
 	// Each wait is its 50ms budget less its attempts' round trips (which
@@ -136,7 +136,7 @@ func TestMetricsAfterKnownSequence(t *testing.T) {
 		for _, s := range sets {
 			for _, kv := range s.ToSlice() {
 				if !slices.Contains(allowed, kv.Key) {
-					t.Errorf("%s has attribute %s=%s, want only %v", name, kv.Key, kv.Value.Emit(), allowed)
+					t.Errorf("%s has attribute %s=%s, want only %v", name, kv.Key, kv.Value.String(), allowed)
 				}
 			}
 		}

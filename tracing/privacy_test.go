@@ -69,7 +69,7 @@ func TestKeyOnlyWhenEnabled(t *testing.T) {
 			}
 			lookAttrs := func(where string, kvs []attribute.KeyValue) {
 				for _, kv := range kvs {
-					look(where+" "+string(kv.Key), kv.Value.Emit())
+					look(where+" "+string(kv.Key), kv.Value.String())
 				}
 			}
 			keyed := 0
@@ -93,8 +93,8 @@ func TestKeyOnlyWhenEnabled(t *testing.T) {
 				for _, m := range sm.Metrics {
 					for _, s := range metricSets(m) {
 						for _, kv := range s.ToSlice() {
-							if contains(kv.Value.Emit(), "7f3a9") || contains(kv.Value.Emit(), owners[0]) {
-								metricFound = append(metricFound, m.Name+" "+string(kv.Key)+"="+kv.Value.Emit())
+							if contains(kv.Value.String(), "7f3a9") || contains(kv.Value.String(), owners[0]) {
+								metricFound = append(metricFound, m.Name+" "+string(kv.Key)+"="+kv.Value.String())
 							}
 						}
 					}

@@ -294,7 +294,7 @@ func (w *worker) wait(req request) {
 		select {
 		case <-note.ch:
 		case <-lockDone:
-			w.fail(evParked, errors.New("Lock returned before any Wait event (was the lock not held?)"))
+			w.fail(evParked, errors.New("lock returned before any Wait event (was the lock not held?)"))
 			return
 		case <-first.C:
 			w.fail(evParked, errors.New("no Wait event within 30s of Lock"))
@@ -310,7 +310,7 @@ func (w *worker) wait(req request) {
 				w.reply(reply{Ev: evParked})
 				return
 			case <-lockDone:
-				w.fail(evParked, errors.New("Lock returned while the holder held the lock"))
+				w.fail(evParked, errors.New("lock returned while the holder held the lock"))
 				return
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -374,10 +373,4 @@ func isScriptName(s string) bool {
 		}
 	}
 	return true
-}
-
-// isTimeout reports whether err is the hook's injected timeout.
-func isTimeout(err error) bool {
-	var te timeoutError
-	return errors.As(err, &te)
 }

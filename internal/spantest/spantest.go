@@ -13,12 +13,12 @@ import (
 func Texts(s sdktrace.ReadOnlySpan) []string {
 	texts := []string{s.Name(), s.Status().Description}
 	for _, a := range s.Attributes() {
-		texts = append(texts, string(a.Key)+"="+a.Value.Emit())
+		texts = append(texts, string(a.Key)+"="+a.Value.String())
 	}
 	for _, e := range s.Events() {
 		texts = append(texts, e.Name)
 		for _, a := range e.Attributes {
-			texts = append(texts, string(a.Key)+"="+a.Value.Emit())
+			texts = append(texts, string(a.Key)+"="+a.Value.String())
 		}
 	}
 	return texts

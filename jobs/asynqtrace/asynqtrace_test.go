@@ -128,7 +128,7 @@ func TestTracedTaskContinuesTheProducersTrace(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range process.Attributes {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if attrs["messaging.system"] != "asynq" || attrs["messaging.destination.name"] != "default" || attrs["messaging.message.id"] == "" {
 		t.Errorf("task span attributes %v: want messaging.system asynq, the queue and the task id", attrs)

@@ -142,7 +142,6 @@ func parse(recs []event.Record) (*run, error) {
 	}
 	open := make(map[key]*section)
 	death := r.deaths
-	var runEnd int64
 	touch := func(ts ...int64) {
 		for _, t := range ts {
 			if t == 0 {
@@ -237,12 +236,7 @@ func parse(recs []event.Record) (*run, error) {
 			r.keys = append(r.keys, rec)
 		case event.Probe:
 			r.probes[rec.Lock] = append(r.probes[rec.Lock], rec)
-		case event.RunEnd:
-			runEnd = rec.T1
 		}
-	}
-	if runEnd == 0 {
-		runEnd = r.end
 	}
 	for _, s := range r.sections {
 		if !s.open {

@@ -111,12 +111,11 @@ func (r *run) nextFault(from int64) int64 {
 // a semaphore.
 func freeWhileWaiting(attempts []*attempt, sections []*section) []Stall {
 	type ev struct {
-		t       int64
-		waiter  int // +1 / -1
-		holder  int // +n / -n permits (or holders)
-		n       int // the waiter's permits
-		sem     bool
-		semSize int
+		t      int64
+		waiter int // +1 / -1
+		holder int // +n / -n permits (or holders)
+		n      int // the waiter's permits
+		sem    bool
 	}
 	var evs []ev
 	size := 0
