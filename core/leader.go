@@ -146,7 +146,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, bool, error) {
 // (they wake all of a channel's waiters), and takes no wake-up from the
 // campaigners, who wait on the lock's own channel.
 func (e *Election) listen(ctx context.Context) (*hub.Waiter, error) {
-	return e.c.hub.Join(ctx, e.ch, "")
+	return e.c.join(ctx, e.ch, "")
 }
 
 // notify publishes a notice on the leader channel, on a Client goroutine:

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keylock/keylock/core/internal/hub"
 )
 
 // Refused optional commands.
@@ -30,8 +32,11 @@ const (
 	// is not noticed at once: holders learn of a lost lock at their next
 	// renewal, waiters at the holder's TTL.
 	DegradeRestartDetection Degradation = "restart detection is off"
-	// DegradeWakeups: SUBSCRIBE refused. Waiters are not woken by releases:
-	// they try again when the holder's TTL they were given runs out.
+	// DegradeWakeups: SUBSCRIBE refused, or the Client is on a *redis.Ring
+	// (whose pub/sub connection serves one shard: the Client does not
+	// subscribe there). Waiters are not woken by releases: they try again
+	// when the holder's TTL they were given runs out, at least every
+	// second.
 	DegradeWakeups Degradation = "wake-ups are off: waiters retry at the holder's TTL"
 	// DegradeWaitingCount: PUBSUB (NUMSUB) refused. Inspect reports
 	// WaitingClients as -1.
@@ -110,4 +115,14 @@ func isRefusal(err error) bool {
 		}
 	}
 	return true
+}
+
+// join puts a waiter on channel (hub.Join). On a *redis.Ring, where the hub
+// does not subscribe, it says once that wake-ups are off.
+func (c *Client) join(ctx context.Context, channel, tag string) (*hub.Waiter, error) {
+	w, err := c.hub.Join(ctx, channel, tag)
+	if errors.Is(err, hub.ErrRing) {
+		c.reportRefused(ctx, "SUBSCRIBE", DegradeWakeups, err)
+	}
+	return w, err
 }

@@ -70,7 +70,7 @@ func (s *waitState) enter(ctx, actx context.Context) (bounded bool, err error) {
 		}
 		return false, nil
 	}
-	w, err := a.c.hub.Join(actx, a.p.channel(a.t.owner), tag)
+	w, err := a.c.join(actx, a.p.channel(a.t.owner), tag)
 	switch {
 	case errors.Is(err, ErrClosed):
 		return false, ErrClosed

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -182,6 +183,13 @@ const (
 	maxLinger = 256
 )
 
+// ErrRing is Join's answer on a *redis.Ring: go-redis binds a Ring's
+// pub/sub connection to the shard of its first channel, and the hub keeps
+// one connection for every channel, so it does not subscribe there at all.
+// Waiters then look again on their own (bounded waits), as when a server
+// refuses SUBSCRIBE.
+var ErrRing = errors.New("pub/sub is not used on a *redis.Ring (a Ring's pub/sub connection serves one shard)")
+
 // Join puts a new waiter in line on channel, subscribing if it is the first.
 // tag, if not empty, is the attempt id the channel's pushes name the
 // waiter by (a tagged channel).
@@ -191,6 +199,9 @@ const (
 // passes (then join fails and leaves the line: the SUBSCRIBE, if still
 // queued, is never sent).
 func (h *Hub) Join(ctx context.Context, channel, tag string) (*Waiter, error) {
+	if _, ok := h.rdb.(*redis.Ring); ok {
+		return nil, ErrRing
+	}
 	sharded, err := h.Sharded(ctx)
 	if err != nil {
 		return nil, err
