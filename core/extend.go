@@ -126,7 +126,7 @@ func (a *redlockAttempt) extend(ctx context.Context, r renewal, id string) (time
 	}
 	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
 		m := a.nodes[i]
-		left, ok, err := reply.Extend(scriptHoldExtend.Run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
+		left, ok, err := reply.Extend(scriptHoldExtend.Run(nodeContext(ctx, c), c.rdb, []string{m.k.lock, m.k.sub("ext:" + id)},
 			r.owner, tokenArg(a.nodeToken(i)), ms(r.lease), ms(receiptTTL)))
 		if ok {
 			return nodeReply{status: 1, val: left.Milliseconds(), err: err}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -80,4 +81,14 @@ func fanoutUntil(clients []*Client, bound time.Duration, f func(i int, c *Client
 	defer r.mu.Unlock()
 	r.closed = true
 	return append([]nodeReply(nil), r.replies...), append([]bool(nil), r.got...)
+}
+
+// nodeContext is the context of a call to one node, run on that node's
+// Client (fanout): ctx's values, not its cancellation (the caller may stop
+// waiting; the reply is still read and resolved), and it ends when that
+// Client closes, so its Close does not wait out go-redis's retries against
+// a node that is unreachable.
+func nodeContext(ctx context.Context, c *Client) context.Context {
+	nctx, _ := c.callContext(ctx)
+	return nctx
 }

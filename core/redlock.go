@@ -194,7 +194,7 @@ func (a *redlockAttempt) acquire(ctx context.Context, t try) (acquireReply, erro
 	decided := make(chan struct{})
 	var won bool // written before decided is closed
 	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
-		return a.acquireNode(ctx, i, t, round)
+		return a.acquireNode(nodeContext(ctx, c), i, t, round)
 	}, func(i int, rep nodeReply) {
 		<-decided
 		if !won {
@@ -369,7 +369,9 @@ func (a *redlockAttempt) abortNodes(t try, round string, nodes []int) {
 		return
 	}
 	fanout(a.clientsAt(nodes), a.clients[0].cfg.releaseTimeout, func(j int, c *Client) nodeReply {
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
+		// A give-back on the node's Client: its Close lets it run for
+		// closeGrace more, as any give-back (settle.go).
+		ctx, cancel := context.WithTimeout(givingBack(c.grace), c.cfg.releaseTimeout)
 		defer cancel()
 		r := t.abortRelease()
 		r.id = round
@@ -433,7 +435,7 @@ func (a *redlockAttempt) renewOne(ctx context.Context, r renewal) (bool, error) 
 	}
 	replies, got := fanoutUntil(a.clients, bound, func(i int, c *Client) nodeReply {
 		m := a.nodes[i]
-		ok, err := reply.Renew(scriptMutexRenew.Run(context.WithoutCancel(ctx), c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(a.nodeToken(i))))
+		ok, err := reply.Renew(scriptMutexRenew.Run(nodeContext(ctx, c), c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(a.nodeToken(i))))
 		if ok {
 			return nodeReply{status: 1, err: err}
 		}
@@ -463,7 +465,7 @@ func (a *redlockAttempt) release(ctx context.Context, r releaseArgs) (releaseRep
 		if nr.token == 0 {
 			return nodeReply{status: -1} // the node never granted this hold
 		}
-		rep, err := a.nodes[i].release(context.WithoutCancel(ctx), nr)
+		rep, err := a.nodes[i].release(nodeContext(ctx, c), nr)
 		if !rep.held {
 			return nodeReply{status: -1, err: err}
 		}
