@@ -130,6 +130,15 @@ func (w *restartWatch) run() {
 	t.Stop()
 	var last time.Time // the last probe
 	for {
+		// Close first: a select below that finds both the end and a kick
+		// (or the timer) ready picks one at random, and a probe begun after
+		// Close would keep it waiting for as long as a silent server makes
+		// the probe last.
+		select {
+		case <-w.done:
+			return
+		default:
+		}
 		if !w.busy() {
 			select {
 			case <-w.done:
