@@ -44,6 +44,13 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 	defer close(out)
 	c := e.c
+	// Its calls end when ctx does or the Client closes: Close waits for
+	// this goroutine, and would otherwise wait out go-redis's retries
+	// against a server that stopped answering.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	closing, _ := c.callContext(context.Background())
+	defer context.AfterFunc(closing, cancel)()
 	var w *hub.Waiter
 	defer func() {
 		if w != nil {
