@@ -38,7 +38,8 @@ type extender interface {
 //
 // An Extend that fails with ErrUnavailable (or ctx's error) may or may not
 // have landed: the lease keeps the safety deadline it had, and Extend may be
-// retried.
+// retried. Extend and Unlock of one lease run one at a time; waiting for
+// the other ends with ctx.
 func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if d < MinLeaseTime {
 		return fmt.Errorf("%w: Extend(%s) is shorter than %s", ErrInvalidOption, d, MinLeaseTime)
@@ -50,8 +51,11 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 		}
 		return errors.Join(errs...)
 	}
-	l.mu.Lock() // serialised with Unlock
-	defer l.mu.Unlock()
+	// One call on the lease at a time (Unlock); waiting ends with ctx.
+	if !l.turn.take(ctx) {
+		return fmt.Errorf("keylock: extend %q: gave up waiting for another call on the lease: %w", l.info.Name, ctx.Err())
+	}
+	defer l.turn.give()
 	switch {
 	case l.released:
 		return fmt.Errorf("%w: %q already released by this lease", ErrNotHeld, l.info.Name)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -35,8 +34,8 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex // serialises Unlock
-	released bool
+	turn     turn // one Unlock or Extend at a time
+	released bool // guarded by turn
 	told     bool // reported acquired to the observer (hold_events.go); guarded by watchdog.mu
 	// hold is the hold the lease belongs to (nil for a MultiLock lease,
 	// and for one addLease refused). It is set once, by addLease under
@@ -85,19 +84,25 @@ func (l *Lease) Kind() Kind { return l.info.Kind }
 // while Redis still had the lock within the drift margin: Unlock frees it
 // then, but the code under the lease was not covered since the loss. It
 // returns an error matching ErrUnavailable when Redis could not be reached,
-// or ctx's error when ctx ended before Redis answered (Unlock does not wait
-// past ctx). After such a failure the lock is no longer renewed, and the
-// Client retries the release in the background, with backoff, until it
-// lands or the lease would have ended (or the Client closes); Unlock may
-// also be retried (a retry never releases a second hold, and answers what
-// the first release that landed did). A release that succeeded just before
+// or ctx's error when ctx ended before Redis answered, or while another
+// call on the lease (an Extend) still ran (Unlock does not wait past ctx).
+// After such a failure the lock is no longer renewed, and the Client
+// retries the release in the background, with backoff, until it lands or
+// the lease would have ended (or the Client closes); Unlock may also be
+// retried (a retry never releases a second hold, and answers what the
+// first release that landed did). A release that succeeded just before
 // a failover is sent once more on the new master. The lease's context is
 // cancelled when Unlock returns, whatever the outcome.
 func (l *Lease) Unlock(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.released {
-		return fmt.Errorf("%w: %q already released by this lease", ErrNotHeld, l.info.Name)
+	// One call on the lease at a time. Waiting for another (an Extend still
+	// talking to Redis) ends with ctx, like waiting for Redis: the release
+	// then fails unsent, and is sent in the background as any failed one.
+	mine := l.turn.take(ctx)
+	if mine {
+		defer l.turn.give()
+		if l.released {
+			return fmt.Errorf("%w: %q already released by this lease", ErrNotHeld, l.info.Name)
+		}
 	}
 	obs := l.c.cfg.observer
 	ev := ReleaseEvent{Lock: l.info, Lease: l}
@@ -112,7 +117,10 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	// the caller was not covered by the lock since the loss.
 	lost := errors.Is(context.Cause(l.ctx), ErrLockLost)
 	l.c.watchdog.releaseStarted(l)
-	rep, err := l.release(ctx)
+	rep, err := releaseReply{}, errTurnAbandoned
+	if mine {
+		rep, err = l.release(ctx)
+	}
 	l.c.releaseOutcome(l, err) // retried if it failed, sent again after a failover (release_retry.go)
 	// Whatever the outcome, the lease leaves its hold now. On an error the
 	// caller is done with the lock even if Redis did not hear it: it is no
@@ -123,6 +131,8 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	switch {
 	case err == errAbandoned:
 		err = fmt.Errorf("keylock: release %q: gave up waiting for Redis (the release may still land): %w", l.info.Name, ctx.Err())
+	case err == errTurnAbandoned:
+		err = fmt.Errorf("keylock: release %q: gave up waiting for another call on the lease (the release is sent in the background): %w", l.info.Name, ctx.Err())
 	case err != nil:
 		err = wrapRedis("release", l.info.Name, err)
 	default:
@@ -145,6 +155,10 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	}
 	return err
 }
+
+// errTurnAbandoned is Unlock's release when ctx ended while another call
+// on the lease held its turn: nothing was sent (releaseOutcome retries it).
+var errTurnAbandoned = errors.New("keylock: release abandoned before it was sent")
 
 // release runs the release script. Like an acquisition attempt, the call
 // itself is not cancelled by ctx mid-way (its reply, once sent, is read),
@@ -200,6 +214,7 @@ func (l *Lease) releasedBy() releaser {
 func newLease(ctx context.Context, l *Lease) *Lease {
 	cctx, cancel := context.WithCancelCause(ctx)
 	l.cancel = cancel
+	l.turn = newTurn()
 	l.ctx = &leaseContext{Context: cctx, l: l}
 	return l
 }

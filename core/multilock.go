@@ -116,7 +116,7 @@ func (m *MultiLock) lock(ctx context.Context, wait bool, opts []LockOption) (*Le
 	}
 
 	first := subs[0]
-	h := &multiHold{subs: subs, done: make([]bool, len(subs))}
+	h := &multiHold{subs: subs, done: make([]bool, len(subs)), turn: newTurn()}
 	l := newLease(ctx, &Lease{
 		c: first.c, multi: h,
 		info:  LockInfo{Kind: KindMultiLock, Name: m.name, Label: lc.label, Owner: owner},
@@ -160,16 +160,18 @@ type multiHold struct {
 	subs  []*Lease
 	stops []func() bool
 
-	mu   sync.Mutex
-	done []bool // released (or found not held), not to be released again
+	turn turn   // one release at a time (Unlock, its retries in the background)
+	done []bool // released (or found not held), not to be released again; guarded by turn
 }
 
 // release unlocks every lock not released yet, in parallel. It fails (the
 // lease stays held, Unlock may be retried) if any could not be reached; it
 // reports not held if any lock had been lost.
 func (h *multiHold) release(ctx context.Context, _ releaseArgs) (releaseReply, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	if !h.turn.take(ctx) {
+		return releaseReply{}, fmt.Errorf("keylock: multilock release: gave up waiting for another release of it: %w", ctx.Err())
+	}
+	defer h.turn.give()
 	errs := make([]error, len(h.subs))
 	var wg sync.WaitGroup
 	for i, sub := range h.subs {
