@@ -79,13 +79,13 @@ func (w *watchdog) claimAfter(h *hold, delay time.Duration, again bool) {
 	}
 	h.claim = time.AfterFunc(delay, func() {
 		w.mu.Lock()
-		skip := h.gone || len(h.leases) == 0 || h.renewing || h.ending()
 		lease, budget := h.lease, time.Until(h.deadline)
+		skip := h.gone || len(h.leases) == 0 || h.renewing || h.ending() || budget <= 0
 		if !skip {
 			h.renewing = true
 		}
 		w.mu.Unlock()
-		if skip || budget <= 0 {
+		if skip {
 			return
 		}
 		done := func() {
