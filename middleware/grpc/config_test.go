@@ -46,6 +46,7 @@ func TestBadConfigFailsAtStartup(t *testing.T) {
 		{"unknown kind", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithKind(core.Spec{Kind: core.KindRedLock}))}, `cannot be used as a Locker`},
 		{"negative wait", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithWait(-1))}, `WithWait(-1ns) must not be negative`},
 		{"negative lease", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithLeaseTime(-1))}, `WithLeaseTime(-1ns) must not be negative`},
+		{"lease shorter than core's minimum", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithLeaseTime(30))}, `WithLeaseTime(30ns) is shorter than core.MinLeaseTime`},
 		{"negative release timeout", []grpclock.Option{grpclock.WithReleaseTimeout(-1)}, `WithReleaseTimeout(-1ns) must not be negative`},
 		{"negative release timeout in a rule", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithReleaseTimeout(-1))}, `WithReleaseTimeout(-1ns) must not be negative`},
 		{"nested rule", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithMethod(mBuy, "x"))}, `cannot be nested`},

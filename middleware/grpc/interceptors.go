@@ -139,18 +139,19 @@ func (i *Interceptors) unary(ctx context.Context, req any, info *grpc.UnaryServe
 // the lock. Either way the lock is released when the handler returns.
 func (i *Interceptors) Stream() grpc.StreamServerInterceptor { return i.stream }
 
-func (i *Interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (i *Interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	r := i.rules[info.FullMethod]
 	if r == nil {
 		return handler(srv, ss)
 	}
 	if r.needsMsg {
 		s := newFirstMsgStream(ss, r, info.FullMethod)
-		err := handler(srv, s)
-		if lerr := s.finish(); lerr != nil {
-			return lerr
-		}
-		return err
+		defer func() { // also when the handler panics: the lock is released
+			if lerr := s.finish(); lerr != nil {
+				err = lerr
+			}
+		}()
+		return handler(srv, s)
 	}
 	ctx := ss.Context()
 	lease, openErr, err := r.lock(ctx, &call{ctx: ctx, method: info.FullMethod})
@@ -181,10 +182,19 @@ func (r *rule) lock(ctx context.Context, c *call) (lease *core.Lease, openErr, e
 
 // LeaseFrom returns the lease a locked handler runs under, from its
 // context (the unary handler's ctx, or stream.Context()): the innermost
-// lease, when locks nest (it is core.LeaseFrom). Use its Token as a fencing
-// token. It reports false for a handler run without the lock (WithFailOpen
-// while Redis is down).
-func LeaseFrom(ctx context.Context) (*core.Lease, bool) { return core.LeaseFrom(ctx) }
+// lease, when locks nest (core.LeaseFrom), or the lease of a stream locked
+// on its first message, once that has been received. Use its Token as a
+// fencing token. It reports false for a handler run without the lock
+// (WithFailOpen while Redis is down).
+func LeaseFrom(ctx context.Context) (*core.Lease, bool) {
+	if l, ok := core.LeaseFrom(ctx); ok {
+		return l, true
+	}
+	if s, ok := ctx.Value(firstMsgKey{}).(*firstMsgStream); ok {
+		return s.held()
+	}
+	return nil, false
+}
 
 // FailedOpen returns the error for which a rule with WithFailOpen(true) ran
 // the handler without its lock, or nil. ctx is the unary handler's context

@@ -51,7 +51,19 @@ func newFirstMsgStream(ss grpc.ServerStream, r *rule, method string) *firstMsgSt
 		ctx = adapter.WithAttempt(ctx, "grpclock", "stream")
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	return &firstMsgStream{ServerStream: ss, r: r, method: method, ctx: ctx, cancel: cancel}
+	s := &firstMsgStream{ServerStream: ss, r: r, method: method, cancel: cancel}
+	s.ctx = context.WithValue(ctx, firstMsgKey{}, s) // LeaseFrom finds the lease
+	return s
+}
+
+// firstMsgKey keys a firstMsgStream in its own context.
+type firstMsgKey struct{}
+
+// held returns the stream's lease while it holds one.
+func (s *firstMsgStream) held() (*core.Lease, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease, s.lease != nil
 }
 
 func (s *firstMsgStream) Context() context.Context { return s.ctx }

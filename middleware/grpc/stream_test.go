@@ -225,3 +225,68 @@ func TestStreamMethodWithoutRuleIsUntouched(t *testing.T) {
 		t.Error("Upload handler saw a lock owner, want an untouched stream")
 	}
 }
+
+// A stream locked on its first message: LeaseFrom(stream.Context()) finds
+// the lease once that message is received (its token fences the work), and
+// a handler that panics — recovered by an interceptor outside grpclock, the
+// usual setup — still releases the lock.
+func TestStreamOnFirstMessageLeaseFromAndPanic(t *testing.T) {
+	e := newEnv(t)
+	const tpl = "upload:{req.item.id}"
+	type seenT struct {
+		before, after bool
+		token         uint64
+	}
+	seen := make(chan seenT, 1)
+	s := &shop{upload: func(stream testpb.Shop_UploadServer) error {
+		var v seenT
+		_, v.before = grpclock.LeaseFrom(stream.Context())
+		m, err := stream.Recv()
+		if err != nil {
+			seen <- v
+			return err
+		}
+		if l, ok := grpclock.LeaseFrom(stream.Context()); ok {
+			v.after, v.token = true, l.Token()
+		}
+		seen <- v
+		if m.GetItem().GetId() == "panics" {
+			panic("a bug in the handler")
+		}
+		return stream.SendAndClose(&testpb.BuyReply{ItemId: m.GetItem().GetId()})
+	}}
+	recoverer := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = status.Errorf(codes.Internal, "panic: %v", r)
+			}
+		}()
+		return h(srv, ss)
+	}
+	c := serve(t, s, nil, streamOnly(recoverer, grpclock.StreamServerInterceptor(e.locks, grpclock.WithMethod(mUpload, tpl))))
+	upload := func(id string) error {
+		st, err := c.Upload(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&testpb.BuyRequest{Item: &testpb.Item{Id: id}}); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		_, err = st.CloseAndRecv()
+		return err
+	}
+
+	if err := upload("leased"); err != nil {
+		t.Fatalf("Upload: %v", err)
+	}
+	if v := <-seen; v.before || !v.after || v.token == 0 {
+		t.Errorf("LeaseFrom(stream.Context()) before the first message %v, after %v (token %d); want false, then the lease", v.before, v.after, v.token)
+	}
+
+	err := upload("panics")
+	wantCode(t, err, codes.Internal)
+	<-seen
+	if n, _ := e.rdb.Exists(context.Background(), "keylock:{upload:panics}").Result(); n != 0 {
+		t.Fatal("lock upload:panics still held after its handler panicked, want released")
+	}
+}
