@@ -41,6 +41,11 @@ func Lead(ctx context.Context, election *core.Election, run func(ctx context.Con
 		term, err := election.Campaign(ctx)
 		switch {
 		case ctx.Err() != nil:
+			if term != nil { // won just as ctx ended: not left leading
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), resignTimeout)
+				_ = term.Resign(rctx)
+				rcancel()
+			}
 			return nil
 		case errors.Is(err, core.ErrUnavailable):
 			if !pause(ctx, campaignRetry) {

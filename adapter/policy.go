@@ -74,10 +74,16 @@ func (p *Policy) SetWait(d time.Duration) {
 
 // SetLeaseTime records WithLeaseTime(d): each lock expires d after it was
 // taken, with no renewal (LeaseTime(d)); 0, the default, lets the watchdog
-// renew it while the handler runs. Negative is an error.
+// renew it while the handler runs. Negative is an error, and so is a lease
+// shorter than core.MinLeaseTime, which core would refuse on every request.
 func (p *Policy) SetLeaseTime(d time.Duration) {
-	if d < 0 {
+	switch {
+	case d < 0:
 		p.Fail(fmt.Errorf("%w: WithLeaseTime(%s) must not be negative", core.ErrInvalidOption, d))
+		return
+	case d > 0 && d < core.MinLeaseTime:
+		p.Fail(fmt.Errorf("%w: WithLeaseTime(%s) is shorter than core.MinLeaseTime (%s); 0 lets the watchdog renew the lock",
+			core.ErrInvalidOption, d, core.MinLeaseTime))
 		return
 	}
 	p.lease = d

@@ -51,6 +51,7 @@ func TestConfigErrors(t *testing.T) {
 		{"custom built-in", "c:{x}", []asynqlock.Option{asynqlock.WithSource("payload", src)}, `"payload" is a built-in source`},
 		{"custom nil", "c:{x}", []asynqlock.Option{asynqlock.WithSource("x", nil)}, `WithSource("x"): nil function`},
 		{"lease time", "k", []asynqlock.Option{asynqlock.WithLeaseTime(-1)}, `WithLeaseTime(-1ns) must not be negative`},
+		{"lease time shorter than core's minimum", "k", []asynqlock.Option{asynqlock.WithLeaseTime(30)}, `WithLeaseTime(30ns) is shorter than core.MinLeaseTime`},
 		{"wait", "k", []asynqlock.Option{asynqlock.OnBusyWait(-time.Second)}, `OnBusyWait(-1s) must be positive`},
 		{"retry delay", "k", []asynqlock.Option{asynqlock.OnBusyRetry(-time.Second)}, `OnBusyRetry(-1s) must not be negative`},
 		{"release timeout", "k", []asynqlock.Option{asynqlock.WithReleaseTimeout(-1)}, `WithReleaseTimeout(-1ns) must not be negative`},
