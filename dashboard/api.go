@@ -113,7 +113,8 @@ func (h *Handler) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeCoreError(w, err)
 		return
 	}
-	page := names[min(offset, len(names)):min(offset+limit, len(names))]
+	from := min(offset, len(names))
+	page := names[from : from+min(limit, len(names)-from)]
 	states, err := h.locks.InspectNames(ctx, page)
 	if err != nil {
 		writeCoreError(w, err)
@@ -261,10 +262,12 @@ func intParam(s string, def int) (int, error) {
 }
 
 func writeCoreError(w http.ResponseWriter, err error) {
-	status := http.StatusBadGateway // Redis unreachable, a bad reply
+	status := http.StatusBadGateway // a bad reply
 	switch {
 	case errors.Is(err, core.ErrInvalidName):
 		status = http.StatusBadRequest
+	case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrClosed):
+		status = http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		status = http.StatusGatewayTimeout
 	}

@@ -169,6 +169,26 @@ func TestListFiltersByGlobAndPaginates(t *testing.T) {
 			t.Errorf("api/locks?%s: status %d, want 400", q, code)
 		}
 	}
+	// An offset past every name, however large, is an empty page.
+	got = listReply{}
+	if code := get(t, base+"api/locks?offset=9223372036854775807&limit=10", &got); code != http.StatusOK || got.Total != 30 || len(got.Locks) != 0 {
+		t.Errorf("offset MaxInt64: status %d, total %d, %d locks; want 200, 30, none", code, got.Total, len(got.Locks))
+	}
+}
+
+// A Redis that cannot be reached is 503, as everywhere in keylock.
+func TestRedisDownIsUnavailable(t *testing.T) {
+	srv := redistest.NewServer(t)
+	rdb := srv.NewClient(t, func(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 })
+	c := newClient(t, rdb)
+	lock(t, c, "x")
+	base := serve(t, c)
+	srv.Kill()
+	for _, path := range []string{"api/lock?name=x", "api/locks"} {
+		if code := get(t, base+path, nil); code != http.StatusServiceUnavailable {
+			t.Errorf("%s with Redis down: status %d, want 503", path, code)
+		}
+	}
 }
 
 func TestSemaphoreShowsPermitsInUse(t *testing.T) {
