@@ -87,11 +87,12 @@ func (s *firstMsgStream) RecvMsg(m any) error {
 	lease, _, lerr := s.r.lock(s.ctx, c)
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.done { // the handler returned while this RecvMsg was locking
-		_ = s.r.g.Release(s.ctx, lease)
+		s.mu.Unlock()
+		_ = s.r.g.Release(s.ctx, lease) // not under s.mu: a round trip
 		return context.Canceled
 	}
+	defer s.mu.Unlock()
 	if lerr != nil {
 		s.err = lerr
 		return lerr
