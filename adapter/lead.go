@@ -42,9 +42,7 @@ func Lead(ctx context.Context, election *core.Election, run func(ctx context.Con
 		switch {
 		case ctx.Err() != nil:
 			if term != nil { // won just as ctx ended: not left leading
-				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), resignTimeout)
-				_ = term.Resign(rctx)
-				rcancel()
+				resign(ctx, term)
 			}
 			return nil
 		case errors.Is(err, core.ErrUnavailable):
@@ -75,13 +73,18 @@ func serveTerm(ctx context.Context, term *core.Term, run func(ctx context.Contex
 	lost := term.Context().Err() != nil
 	stop()
 	cancel()
-	resign, rcancel := context.WithTimeout(context.WithoutCancel(ctx), resignTimeout)
-	_ = term.Resign(resign)
-	rcancel()
+	resign(ctx, term)
 	if err != nil && !lost && ctx.Err() == nil {
 		return err
 	}
 	return nil
+}
+
+// resign ends term, within resignTimeout even when ctx has ended.
+func resign(ctx context.Context, term *core.Term) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resignTimeout)
+	defer cancel()
+	_ = term.Resign(rctx)
 }
 
 // pause waits d, and reports false if ctx ended first.
