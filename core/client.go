@@ -179,6 +179,24 @@ func (x clientContext) Err() error {
 	return nil
 }
 
+// stopContext is the context of a call one of the Client's goroutines makes
+// (its identity record, a restart probe): no values, no deadline, and it
+// ends when the goroutine's stop channel is closed, so that Close does not
+// wait out go-redis's dials and retries.
+type stopContext <-chan struct{}
+
+func (s stopContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (s stopContext) Done() <-chan struct{}       { return s }
+func (s stopContext) Value(any) any               { return nil }
+func (s stopContext) Err() error {
+	select {
+	case <-s:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+
 // closing reports whether Close has begun (without c.mu: isClosed's answer,
 // a moment later).
 func (c *Client) closing() bool {

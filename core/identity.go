@@ -175,7 +175,7 @@ func (k *identityKeeper) run() {
 
 // write stores the record with its TTL and reports whether Redis took it.
 func (k *identityKeeper) write() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
+	ctx, cancel := context.WithTimeout(stopContext(k.done), k.timeout)
 	defer cancel()
 	return k.rdb.Set(ctx, k.key, k.rec, identityTTL).Err() == nil
 }

@@ -199,7 +199,7 @@ func (w *restartWatch) rehome() {
 // presence channel (internal/hub/master.go): misplaced reports that it does
 // not.
 func (w *restartWatch) probe(runIDs map[string]string) (restarted, misplaced bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), restartProbeTimeout)
+	ctx, cancel := context.WithTimeout(stopContext(w.done), restartProbeTimeout)
 	defer cancel()
 	var mu sync.Mutex
 	found := make(map[string]string)

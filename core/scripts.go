@@ -36,10 +36,11 @@ func pipelineWithBodies(target redis.Cmdable) redis.Pipeliner {
 // fallback. That matters for releases: a release whose reply is lost must
 // have run exactly once, not have bounced off NOSCRIPT. Failures are
 // ignored here: the fallbacks still cover a server that restarted, flushed
-// its scripts, or could not be reached.
+// its scripts, or could not be reached. The load does not end with ctx (a
+// caller that leaves does not cut it short) but with Close.
 func (c *Client) loadScripts(ctx context.Context) {
 	c.scriptsOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
+		ctx, cancel := context.WithTimeout(clientContext{Context: context.WithoutCancel(ctx), c: c}, c.cfg.releaseTimeout)
 		defer cancel()
 		c.loadAllScripts(ctx)
 		c.scriptsDone.Store(true)
