@@ -4,7 +4,7 @@
 GO ?= go
 BENCHTIME ?= 2s
 
-.PHONY: test vet redis chromium bench fuzz chaos contend model tidy
+.PHONY: test vet lint redis chromium bench fuzz chaos contend model tidy
 
 # Every package of every module: the repository is a workspace (go.work) of
 # the core module and the modules of the adapters, tracing, the dashboard,
@@ -43,6 +43,12 @@ test: redis chromium vet
 
 vet:
 	$(GO) vet $(ALL)
+
+# lint: staticcheck on every package. Not part of make test: its first run
+# downloads and builds it (a minute or two).
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	$(GO) run $(STATICCHECK) $(ALL)
 
 # tidy: go mod tidy in every module (each on its own: GOWORK=off, the
 # replace directives point at the repository's other modules).
