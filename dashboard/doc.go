@@ -42,7 +42,13 @@
 // forbids framing.
 //
 // Mount the dashboard behind your service's authentication: even read-only,
-// it shows lock names and the hosts and pids of their holders.
+// it shows lock names and the hosts and pids of their holders. An
+// authorization check that looks only at where a request comes from (a
+// loopback or internal client address) is not enough: a web page whose own
+// name its author points at your address (DNS rebinding) is same-origin
+// with the dashboard and passes every check above. Also check the
+// request's Host against the names you serve the dashboard under, as
+// keylock ui does (421 for any other).
 //
 // # Long holds
 //

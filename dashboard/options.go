@@ -30,7 +30,8 @@ func defaults() config {
 // and on every page load to decide whether to show the button; it must
 // check the user with the mounting service's own authentication (a
 // session, a role), since the dashboard has none. The request it gets has
-// already passed the cross-site checks (see the package doc).
+// already passed the cross-site checks (see the package doc); a check of
+// the client's address alone is not enough (DNS rebinding, see there).
 // Default: off — the dashboard is read-only. authorize must not be nil.
 func WithForceUnlock(authorize func(*http.Request) bool) Option {
 	return func(c *config) { c.forceUnlock, c.authorize = true, authorize }

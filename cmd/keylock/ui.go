@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/keylock/keylock/core"
@@ -19,7 +20,10 @@ const uiUsage = `usage:
 
 Serves the lock dashboard (package dashboard) until Ctrl-C. It is read-only
 unless -force-unlock is given, which needs a loopback -listen address and
-accepts force-unlocks only from loopback clients.
+accepts force-unlocks only from loopback clients. On a loopback -listen
+address it answers only requests addressed to localhost or a loopback IP
+(the Host header), so that a web page cannot reach it by pointing its own
+name at 127.0.0.1.
 
 flags:
 `
@@ -67,6 +71,9 @@ func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "keylock: %v\n", err)
+		if isUsage(err) {
+			return exitUsage
+		}
 		return exitError
 	}
 	defer rdb.Close()
@@ -78,7 +85,9 @@ func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer)
 		dashboard.WithTimeout(o.timeout), dashboard.WithTitle("keylock · " + o.target()),
 	}
 	if *force {
-		opts = append(opts, dashboard.WithForceUnlock(func(r *http.Request) bool { return loopback(r.RemoteAddr) }))
+		opts = append(opts, dashboard.WithForceUnlock(func(r *http.Request) bool {
+			return loopback(r.RemoteAddr) && loopbackName(r.Host)
+		}))
 	}
 	h, err := dashboard.New(locks, opts...)
 	if err != nil {
@@ -90,7 +99,11 @@ func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "keylock: ui: %v\n", err)
 		return exitError
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	var handler http.Handler = h
+	if loopback(*listen) {
+		handler = loopbackOnly(h)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "keylock: dashboard of %s on http://%s/ — Ctrl-C to stop\n", o.target(), ln.Addr())
@@ -98,7 +111,8 @@ func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer)
 	select {
 	case err = <-served:
 	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Requests in flight end within their -timeout.
+		sctx, cancel := context.WithTimeout(context.Background(), max(5*time.Second, o.timeout+time.Second))
 		err = srv.Shutdown(sctx)
 		cancel()
 		<-served
@@ -113,12 +127,38 @@ func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer)
 // loopback reports whether a host:port names a loopback address.
 func loopback(hostport string) bool {
 	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
+	return err == nil && loopbackHost(host)
+}
+
+// loopbackName reports whether a request's Host header (host, or
+// host:port) names localhost or a loopback IP.
+func loopbackName(hostHeader string) bool {
+	if host, _, err := net.SplitHostPort(hostHeader); err == nil {
+		return loopbackHost(host)
 	}
-	if host == "localhost" {
+	return loopbackHost(strings.TrimSuffix(strings.TrimPrefix(hostHeader, "["), "]"))
+}
+
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackOnly refuses (421) a request whose Host header is not a loopback
+// name. A page whose own name an attacker points at 127.0.0.1 (DNS
+// rebinding) is same-origin with the dashboard and reaches it from a
+// loopback client, so neither the browser's origin checks nor the client
+// address stop it; its Host header still carries that name.
+func loopbackOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackName(r.Host) {
+			http.Error(w, fmt.Sprintf("keylock ui answers requests to localhost or a loopback address only, not to Host %q", r.Host),
+				http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
