@@ -54,10 +54,12 @@ type DeadlockStep struct {
 	WaitsFor string `json:"waits_for"`
 }
 
-// Deadlocks inspects the locks whose names match glob (List) and returns
-// the cycles of owners waiting for each other (FindDeadlocks).
+// Deadlocks inspects the locks whose names match glob and that have
+// waiters (a lock nobody waits for is in no cycle) and returns the cycles
+// of owners waiting for each other (FindDeadlocks). It scans the keyspace
+// as List does, and reads the state of the locks with waiters only.
 func (c *Client) Deadlocks(ctx context.Context, glob string) ([]Deadlock, error) {
-	names, err := c.List(ctx, glob)
+	names, err := c.listWaited(ctx, glob)
 	if err != nil {
 		return nil, err
 	}

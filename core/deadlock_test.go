@@ -3,10 +3,14 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/keylock/keylock/core"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestFindDeadlocksInSnapshots(t *testing.T) {
@@ -84,10 +88,24 @@ func checkDeadlockAcross(t *testing.T, x, y, yWait func(*core.Client) core.Locke
 	if yWait == nil {
 		yWait = y
 	}
-	_, rdb := single(t)
+	srv, rdb := single(t)
 	a := newLocks(t, rdb, core.WithIdentity(core.Identity{Service: "orders"}))
 	b := newLocks(t, rdb, core.WithIdentity(core.Identity{Service: "billing"}))
 	ctx := ctxTimeout(t, 30*time.Second)
+	// Locks nobody waits for are in no cycle: Deadlocks does not read them.
+	var idle []*core.Lease
+	for i := range 100 {
+		idle = append(idle, mustLock(t, a.Mutex(fmt.Sprintf("dl:idle:%d", i)), ctx))
+	}
+	defer func() {
+		for _, l := range idle {
+			mustUnlock(t, l)
+		}
+	}()
+	var scripts scriptCount
+	orc := srv.NewClient(t)
+	orc.AddHook(&scripts)
+	oracle := newLocks(t, orc)
 
 	la := mustLock(t, x(a), ctx)
 	lb := mustLock(t, y(b), ctx)
@@ -117,6 +135,12 @@ func checkDeadlockAcross(t *testing.T, x, y, yWait func(*core.Client) core.Locke
 	}
 	if len(found) != 1 || len(found[0].Steps) != 2 {
 		t.Fatalf("deadlocks %+v, want one cycle of two owners", found)
+	}
+	if again, err := oracle.Deadlocks(ctx, "dl:*"); err != nil || len(again) != 1 {
+		t.Fatalf("Deadlocks on another Client: %+v, %v; want the cycle", again, err)
+	}
+	if n := scripts.n.Load(); n > 2 {
+		t.Errorf("Deadlocks ran %d scripts for 102 locks of which 2 have waiters, want at most 2", n)
 	}
 	owners := map[string]string{}
 	for _, s := range found[0].Steps {
@@ -261,5 +285,30 @@ func TestFindDeadlocksThroughSemaphores(t *testing.T) {
 				t.Fatalf("found %d cycles, want %d: %+v", len(got), tc.cycles, got)
 			}
 		})
+	}
+}
+
+// scriptCount counts the scripts a go-redis client sends, alone or in
+// pipelines.
+type scriptCount struct{ n atomic.Int64 }
+
+func (*scriptCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *scriptCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (c *scriptCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (c *scriptCount) count(cmd redis.Cmder) {
+	if name := strings.ToLower(cmd.Name()); name == "evalsha" || name == "eval" {
+		c.n.Add(1)
 	}
 }

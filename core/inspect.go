@@ -297,13 +297,25 @@ func (c *Client) subscribers(ctx context.Context, channels []string) (map[string
 // in steps, so a large database takes a while, and a lock taken or freed
 // during the scan may or may not be listed.
 func (c *Client) List(ctx context.Context, glob string) ([]string, error) {
+	return c.list(ctx, glob, "*")
+}
+
+// listWaited returns the names matching glob whose lock has a line (every
+// kind's waiters stand in its ":queue"): the only locks a cycle of waits
+// runs through.
+func (c *Client) listWaited(ctx context.Context, glob string) ([]string, error) {
+	return c.list(ctx, glob, ":queue")
+}
+
+// list is List of the names with a key of the given suffix (a glob).
+func (c *Client) list(ctx context.Context, glob, suffix string) ([]string, error) {
 	if glob == "" {
 		glob = "*"
 	}
 	if strings.ContainsAny(glob, "{}") {
 		return nil, fmt.Errorf("%w: glob %q contains '{' or '}'", ErrInvalidName, glob)
 	}
-	match := keyPrefix + glob + "}*"
+	match := keyPrefix + glob + "}" + suffix
 	found := map[string]bool{}
 	var mu sync.Mutex
 	scan := func(ctx context.Context, node redis.UniversalClient) error {

@@ -129,8 +129,8 @@ func (h *Handler) listLocks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// listDeadlocks inspects every lock matching the glob (not one page), so
-// the page asks for it less often than for the list.
+// listDeadlocks inspects every lock matching the glob that has waiters
+// (not one page), so the page asks for it less often than for the list.
 func (h *Handler) listDeadlocks(w http.ResponseWriter, r *http.Request) {
 	glob := r.URL.Query().Get("glob")
 	if glob == "" {

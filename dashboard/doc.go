@@ -24,7 +24,9 @@
 // while the browser tab is hidden). Listing finds names with core.Client.
 // List (SCAN, on a Redis Cluster on every master) and inspects only the
 // page shown (core.Client.InspectNames, pipelined), so a page stays fast
-// with many thousands of locks. Everything the pages load comes from the
+// with many thousands of locks; every fifth refresh also looks for
+// deadlocks (core.Client.Deadlocks: the same SCAN, and the state of the
+// locks that have waiters). Everything the pages load comes from the
 // handler: they work offline.
 //
 // # Read-only unless you say otherwise

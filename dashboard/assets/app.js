@@ -144,8 +144,8 @@
         el("td", { class: "num" }, permits));
     }
 
-    // Deadlocks: every matching lock is inspected, so every fifth refresh,
-    // after the list's own request.
+    // Deadlocks: every matching lock with waiters is inspected, so every
+    // fifth refresh, after the list's own request.
     let round = 0;
     async function deadlocks() {
       const j = await getJSON("api/deadlocks?" + new URLSearchParams({ glob: state.glob || "*" }));
