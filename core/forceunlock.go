@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"time"
 
 	"github.com/keylock/keylock/core/internal/reply"
 	"github.com/keylock/keylock/core/internal/script"
@@ -40,6 +41,8 @@ type ForceUnlockEvent struct {
 	Name   string
 	Result *ForceUnlockResult // nil when Err is set
 	Err    error
+	// Start is when the call began (it is reported once it is over).
+	Start time.Time
 }
 
 // ForceUnlockObserver is an optional interface of an Observer: a Client
@@ -80,12 +83,13 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (*ForceUnlockResu
 	if err := validateName(name); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	res, err := c.forceUnlock(ctx, name)
 	if err != nil {
 		err = wrapRedis("force-unlock", name, err)
 	}
 	if o, ok := c.cfg.observer.(ForceUnlockObserver); ok {
-		o.ForceUnlocked(ctx, ForceUnlockEvent{Name: name, Result: res, Err: err})
+		o.ForceUnlocked(ctx, ForceUnlockEvent{Name: name, Result: res, Err: err, Start: start})
 	}
 	return res, err
 }

@@ -12,7 +12,8 @@ import (
 type Option func(*config)
 
 // SpanNameFormatter names a span. operation is "keylock.acquire",
-// "keylock.release" or "keylock.renew"; lock is the lock the span is about.
+// "keylock.release", "keylock.renew" or "keylock.force_unlock"; lock is the
+// lock the span is about (for a force-unlock, its kind and name only).
 // Span names must stay low-cardinality: do not put lock.Name or lock.Owner
 // in them.
 type SpanNameFormatter func(operation string, lock core.LockInfo) string

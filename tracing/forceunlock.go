@@ -43,7 +43,11 @@ func (o *Observer) ForceUnlocked(ctx context.Context, e core.ForceUnlockEvent) {
 			attribute.Int("keylock.force_unlock.holders", len(e.Result.Removed.Holders)),
 			attribute.Int("keylock.force_unlock.woken_clients", e.Result.WokenClients))
 	}
-	_, span := o.tracer.Start(ctx, opForceUnlock, trace.WithAttributes(spanAttrs...))
+	start := []trace.SpanStartOption{trace.WithAttributes(spanAttrs...)}
+	if !e.Start.IsZero() {
+		start = append(start, trace.WithTimestamp(e.Start)) // the span covers the call
+	}
+	_, span := o.tracer.Start(ctx, o.spanName(opForceUnlock, core.LockInfo{Kind: kind, Name: e.Name}), start...)
 	if e.Err != nil {
 		typ, desc := describeError(e.Err, o.cfg.keyAttr)
 		span.SetAttributes(semconv.ErrorTypeKey.String(typ))

@@ -3,10 +3,12 @@ package tracing_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/keylock/keylock/core"
+	"github.com/keylock/keylock/tracing"
 )
 
 func TestForceUnlockIsASpanAndACount(t *testing.T) {
@@ -44,5 +46,32 @@ func TestForceUnlockIsASpanAndACount(t *testing.T) {
 	}
 	if n := h.sum("keylock.force_unlocks"); n != 2 {
 		t.Errorf("keylock.force_unlocks = %d, want 2", n)
+	}
+}
+
+// The force-unlock span covers the call (it is reported once the call is
+// over) and is named by WithSpanNameFormatter like every other span.
+func TestForceUnlockSpanCoversTheCallAndIsNamedByTheFormatter(t *testing.T) {
+	h := newHarness(t, nil, tracing.WithSpanNameFormatter(func(op string, lock core.LockInfo) string {
+		return op + " " + string(lock.Kind)
+	}))
+	ctx := context.Background()
+	holder := core.New(h.rdb)
+	defer holder.Close()
+	if _, err := holder.Mutex("stuck:2").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if _, err := h.client.ForceUnlock(ctx, "stuck:2"); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	spans := h.named("keylock.force_unlock mutex")
+	if len(spans) != 1 {
+		t.Fatalf("%d spans named %q, want 1", len(spans), "keylock.force_unlock mutex")
+	}
+	// Its start is the call's (near before), not its end (near after).
+	if s := spans[0]; s.StartTime().Before(before) || s.StartTime().Sub(before) > after.Sub(s.StartTime()) || s.EndTime().After(after) {
+		t.Errorf("span from %s to %s, want it to cover the call (%s to %s)", s.StartTime(), s.EndTime(), before, after)
 	}
 }
