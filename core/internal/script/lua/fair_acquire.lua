@@ -109,7 +109,7 @@ end
 -- Join the line, or renew our place in it.
 local prev = redis.call('hget', KEYS[7], owner)
 local since = line_since(KEYS[7], KEYS[3], owner, now, prev)
-if redis.call('zadd', KEYS[3], now + wt, owner) == 1 then
+if redis.call('zadd', KEYS[3], string.format('%d', now + wt), owner) == 1 then
   redis.call('rpush', KEYS[2], owner)
 end
 local wl = ''
@@ -141,9 +141,10 @@ if not copy then
   redis.call('hset', KEYS[7], owner, ARGV[10] .. '|' .. wl .. '|' .. ARGV[11] .. '|' .. ARGV[12] .. '|' .. since .. watch)
 end
 -- The line disappears on its own once no waiter renews it.
-redis.call('pexpire', KEYS[2], 2 * wt)
-redis.call('pexpire', KEYS[3], 2 * wt)
-redis.call('pexpire', KEYS[7], 2 * wt)
+local keep = string.format('%d', 2 * wt)
+redis.call('pexpire', KEYS[2], keep)
+redis.call('pexpire', KEYS[3], keep)
+redis.call('pexpire', KEYS[7], keep)
 local retry = math.floor(wt / 3)
 -- recheck: when to look again even if the place is kept by other means
 -- (fair_keep) and no push comes; -1: not before a push (another waiter is

@@ -63,17 +63,20 @@ if n < 0 then
   return release_refused(KEYS[4], ARGV[4])
 end
 -- The uncontended path ends here: holds are left, or nobody is in line.
-local head = n == 0 and redis.call('lindex', KEYS[2], 0)
+-- (The first two in line: the second is the one notify_head tells.)
+local first = n == 0 and redis.call('lrange', KEYS[2], 0, 1)
+local head = first and first[1]
 if not head then
   if n == 0 then
     redis.call('del', KEYS[1])
   end
-  redis.call('set', KEYS[4], n, 'px', ARGV[4])
-  return n
+  return release_done(KEYS[4], n, ARGV[4])
 end
 -- @helpers: the definitions only a handoff needs are linked here.
 local line = {ch = KEYS[5], publish = ARGV[3], self = ARGV[11]}
-local function grant_next(head)
+-- after is the waiter behind head in line (false: none), or nil when that
+-- is not known.
+local function grant_next(head, after)
   local t = redis.call('time')
   local now = now_ms(t)
   while head do
@@ -94,26 +97,32 @@ local function grant_next(head)
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], head)
     redis.call('hdel', KEYS[7], head)
-    local record = live and (KEYS[1] .. ':rel:' .. id)
-    if record and redis.call('exists', record) == 0 then
-      local token = fence_next(KEYS[6], ARGV[8], t)
+    -- The standing attempt wins the hold unless it already has a record
+    -- (it is over: it gave up, and its leave has not landed yet); a token
+    -- drawn for it then goes unused.
+    local token = live and fence_next(KEYS[6], ARGV[8], t)
+    if token and redis.call('set', KEYS[1] .. ':rel:' .. id, 'A1:' .. token, 'px',
+        string.format('%d', math.max(tonumber(wl), tonumber(ARGV[10]))), 'nx') then
       local lease = math.min(tonumber(wl), tonumber(ARGV[9]))
       redis.call('del', KEYS[1])
       hold_take(KEYS[1], head, token, lease, '1', now, tag or '')
-      redis.call('set', record, 'A1:' .. token, 'px', math.max(tonumber(wl), tonumber(ARGV[10])))
       grant_push(line, head, tag, id, token, now, lease)
       -- The next in line on another Client is told when the grant's claim
       -- window ends: if the grantee never claims, that waiter looks again
       -- then and takes the lock, instead of at its next bounded re-check;
       -- the places of the grantee's Client's other waiters ahead of it
       -- last that long unless their Client renews them (lib_queue.lua).
-      notify_head(KEYS[2], KEYS[3], KEYS[7], KEYS[5], {[tag or ''] = true}, lease, now, ARGV[3])
+      notify_head(KEYS[2], KEYS[3], KEYS[7], KEYS[5], {[tag or ''] = true}, lease, now, ARGV[3], after)
       return
     end
-    head = redis.call('lindex', KEYS[2], 0)
+    if after == nil then
+      head = redis.call('lindex', KEYS[2], 0)
+    else
+      head, after = after or nil, nil
+    end
   end
   redis.call('del', KEYS[1])
 end
-grant_next(head)
-redis.call('set', KEYS[4], n, 'px', ARGV[4])
+grant_next(head, first[2] or false)
+release_done(KEYS[4], n, ARGV[4])
 return release_reply(n, line)

@@ -34,7 +34,7 @@ local function attempt_seen(key, alive, over_ttl)
     if left then
       return {tonumber(status), token, left}
     end
-    redis.call('set', key, -1, 'px', over_ttl)
+    redis.call('set', key, '-1', 'px', over_ttl)
   end
   return {-2, 0}
 end
@@ -43,7 +43,7 @@ end
 -- least as long as the hold it won can live unrenewed), and answers it
 -- with the hold's remaining lease left (ms).
 local function attempt_won(key, status, token, ttl, left)
-  redis.call('set', key, 'A' .. status .. ':' .. token, 'px', ttl)
+  redis.call('set', key, string.format('A%d:%s', status, token), 'px', ttl)
   return {status, token, left}
 end
 
@@ -51,7 +51,7 @@ end
 -- copy of it cannot win, for ttl ms (the replay window: as long as a copy
 -- of the command can still arrive).
 local function attempt_over(key, ttl)
-  redis.call('set', key, -1, 'px', ttl)
+  redis.call('set', key, '-1', 'px', ttl)
 end
 
 -- release_seen is the first step of a release script for the lease (or the
@@ -62,9 +62,15 @@ end
 -- abort = '1' (resolving an attempt whose outcome the client does not
 -- know), an attempt that did not win is marked over (-1, for ttl ms) and
 -- nothing is released.
+--
+-- It reads the record and writes the receipt of a release that frees the
+-- hold ('0', for ttl ms) in one SET … GET: the script answers the same
+-- within its run either way, and release_done then writes only another
+-- count. A record that already answered is put back.
 local function release_seen(key, abort, ttl, token)
-  local r = redis.call('get', key)
+  local r = redis.call('set', key, '0', 'px', ttl, 'get')
   if r and string.sub(r, 1, 1) ~= 'A' then
+    redis.call('set', key, r, 'px', ttl)
     return tonumber(r)
   end
   if r and token == '0' then
@@ -75,10 +81,19 @@ local function release_seen(key, abort, ttl, token)
     return -1
   end
   if (not token) or token == '0' then
-    redis.call('set', key, -1, 'px', ttl)
+    redis.call('set', key, '-1', 'px', ttl)
     return -1
   end
   return nil, token
+end
+
+-- release_done keeps the answer of a release that left n holds (the
+-- receipt release_seen wrote says 0), for ttl ms, and returns n.
+local function release_done(key, n, ttl)
+  if n ~= 0 then
+    redis.call('set', key, string.format('%d', n), 'px', ttl)
+  end
+  return n
 end
 
 -- release_refused ends a release that found no hold with its token: the
@@ -86,6 +101,6 @@ end
 -- later hold of the same owner is not touched. The answer is kept so that
 -- a copy gets it again.
 local function release_refused(key, ttl)
-  redis.call('set', key, -1, 'px', ttl)
+  redis.call('set', key, '-1', 'px', ttl)
   return -1
 end

@@ -29,11 +29,11 @@ end
 -- count_lease adds one lease of lease ms to the hold's bookkeeping.
 local function count_lease(key, watchdog, lease, now)
   if watchdog == '1' then
-    redis.call('hincrby', key, ':wd', 1)
+    redis.call('hincrby', key, ':wd', '1')
   else
     local fx = tonumber(redis.call('hget', key, ':fx') or 0)
     if now + lease > fx then
-      redis.call('hset', key, ':fx', now + lease)
+      redis.call('hset', key, ':fx', string.format('%d', now + lease))
     end
   end
 end
@@ -44,24 +44,24 @@ end
 -- not yet claimed (':g'). It returns the remaining lease (ms).
 local function hold_take(key, owner, token, lease, watchdog, now, grant)
   if grant then
-    redis.call('hset', key, owner, 1, ':token', token, ':wd', 1, ':g', grant)
+    redis.call('hset', key, owner, '1', ':token', token, ':wd', '1', ':g', grant)
   elseif watchdog == '1' then
-    redis.call('hset', key, owner, 1, ':token', token, ':wd', 1)
+    redis.call('hset', key, owner, '1', ':token', token, ':wd', '1')
   else
-    redis.call('hset', key, owner, 1, ':token', token, ':fx', now + lease)
+    redis.call('hset', key, owner, '1', ':token', token, ':fx', string.format('%d', now + lease))
   end
-  redis.call('pexpire', key, lease)
+  redis.call('pexpire', key, string.format('%d', lease))
   return lease
 end
 
 -- hold_reenter adds one re-entry to owner's hold: its lease becomes at least
 -- lease ms (never shorter). It returns the remaining lease (ms).
 local function hold_reenter(key, owner, lease, watchdog)
-  redis.call('hincrby', key, owner, 1)
+  redis.call('hincrby', key, owner, '1')
   count_lease(key, watchdog, lease, now_ms())
   local left = redis.call('pttl', key)
   if left < lease then
-    redis.call('pexpire', key, lease)
+    redis.call('pexpire', key, string.format('%d', lease))
     left = lease
   end
   return left
@@ -82,19 +82,19 @@ local function hold_release(key, owner, token, watchdog, wd_lease)
   if n <= 0 then
     return 0
   end
-  redis.call('hset', key, owner, n)
+  redis.call('hset', key, owner, string.format('%d', n))
   local wd = tonumber(redis.call('hget', key, ':wd') or 0)
   if watchdog == '1' and wd > 0 then
-    wd = redis.call('hincrby', key, ':wd', -1)
+    wd = redis.call('hincrby', key, ':wd', '-1')
   end
   if wd > 0 then
     if redis.call('pttl', key) < wd_lease then
-      redis.call('pexpire', key, wd_lease)
+      redis.call('pexpire', key, string.format('%d', wd_lease))
     end
   else
     local fx = tonumber(redis.call('hget', key, ':fx') or 0)
     if fx > 0 then
-      redis.call('pexpire', key, math.max(fx - now_ms(), 1))
+      redis.call('pexpire', key, string.format('%d', math.max(fx - now_ms(), 1)))
     end
   end
   return n

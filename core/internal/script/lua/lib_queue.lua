@@ -144,7 +144,7 @@ end
 -- returns it in its reply (release_reply) for its Client to hand over,
 -- without a push.
 local function grant_push(st, m, tag, id, token, now, ms)
-  local payload = 'g ' .. id .. ' ' .. token .. ' ' .. now .. ' ' .. ms
+  local payload = string.format('g %s %s %d %d', id, token, now, ms)
   if tag and tag ~= '' and tag == st.self then
     st.handed = st.handed or {}
     table.insert(st.handed, payload)
@@ -179,7 +179,7 @@ local function tell_when(ch_prefix, st, id, tag, ms, now, publish)
   if due and due >= now and due <= now + ms then
     return
   end
-  redis.call(publish, ch_prefix .. tag, 'n ' .. id .. ' ' .. ms)
+  redis.call(publish, ch_prefix .. tag, string.format('n %s %d', id, ms))
 end
 
 -- notify_head runs after a grant of a claim window of ms to the waiters of
@@ -198,11 +198,16 @@ end
 -- their places' waiter timeout. A Client that lives has its places cut
 -- this way once per renewal of them (a grant whose head place is already
 -- cut does nothing more), not once per grant.
-local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now, publish)
-  local members = {redis.call('lindex', queue, 0)}
-  if not members[1] then
+-- first is the waiter now first in line when the caller knows it (false:
+-- nobody), or nil.
+local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now, publish, first)
+  if first == nil then
+    first = redis.call('lindex', queue, 0)
+  end
+  if not first then
     return
   end
+  local members = {first}
   local sts = {redis.call('hget', standing, members[1])}
   local dls
   local cut = false
@@ -254,7 +259,7 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
     end
     local dl = tonumber(dls[i])
     if dl and dl > now + ms then
-      redis.call('zadd', deadlines, now + ms, members[i])
+      redis.call('zadd', deadlines, string.format('%d', now + ms), members[i])
       cut = true
     end
     i = i + 1
@@ -294,7 +299,7 @@ local function notify_watcher(queue, deadlines, standing, ch_prefix, gtags, ms, 
     dls = dls or redis.call('zmscore', deadlines, unpack(members))
     local dl = tonumber(dls[i])
     if dl and dl > now + ms then
-      redis.call('zadd', deadlines, now + ms, members[i])
+      redis.call('zadd', deadlines, string.format('%d', now + ms), members[i])
     end
   end
 end
@@ -360,7 +365,7 @@ local function renew_places(queue, deadlines, standing, ttl, i, now, kept)
     local member, id, wt = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
     local st = redis.call('hget', standing, member)
     if st and standing_parse(st) == id and redis.call('zscore', deadlines, member) then
-      redis.call('zadd', deadlines, now + wt, member)
+      redis.call('zadd', deadlines, string.format('%d', now + wt), member)
       if kept then
         kept(member, now + wt, st)
       end

@@ -18,7 +18,7 @@ local function renew_owner(key, owner, token, lease)
     redis.call('hdel', key, ':g')
   end
   if lease > 0 and redis.call('pttl', key) < lease then
-    redis.call('pexpire', key, lease)
+    redis.call('pexpire', key, string.format('%d', lease))
   end
   return 1
 end

@@ -34,5 +34,4 @@ if n == 0 then
   redis.call('del', KEYS[1])
   redis.call(ARGV[3], KEYS[3], '1')
 end
-redis.call('set', KEYS[2], n, 'px', ARGV[4])
-return n
+return release_done(KEYS[2], n, ARGV[4])

@@ -72,5 +72,5 @@ else
   }
   rw_admit(r, now)
 end
-redis.call('set', KEYS[3], n, 'px', ARGV[4])
+release_done(KEYS[3], n, ARGV[4])
 return release_reply(n, r)

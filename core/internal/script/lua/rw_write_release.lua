@@ -52,5 +52,5 @@ if n == 0 then
   }
   rw_admit(r, now_ms())
 end
-redis.call('set', KEYS[3], n, 'px', ARGV[4])
+release_done(KEYS[3], n, ARGV[4])
 return release_reply(n, r)
