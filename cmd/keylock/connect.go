@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -34,7 +35,7 @@ func connect(ctx context.Context, o options) (redis.UniversalClient, error) {
 	case strings.Contains(spec, "://"):
 		var err error
 		if opt, err = redis.ParseURL(spec); err != nil {
-			return nil, fmt.Errorf("-redis %q: %w", redact(spec), err)
+			return nil, badURL(spec, err)
 		}
 	case strings.Contains(spec, ","):
 		seeds = strings.Split(spec, ",")
@@ -223,21 +224,48 @@ func tlsOptions(cfg **tls.Config, o options) error {
 	return nil
 }
 
-// redact hides the password of a URL in messages.
+// redact hides the secrets of a -redis URL in messages: the password of
+// its userinfo (user:pass@ reads user:***@; a userinfo without a colon,
+// which redis-sentinel:// takes for a password, reads ***@), and the value
+// of every query parameter whose name contains "pass" (password=,
+// sentinel_password=, ...). It works on the text, so that a URL that does
+// not parse is hidden too.
 func redact(spec string) string {
 	scheme, rest, ok := strings.Cut(spec, "://")
 	if !ok {
 		return spec
 	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return spec
+	rest, query, hasQuery := strings.Cut(rest, "?")
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		user, _, hasPass := strings.Cut(rest[:at], ":")
+		if hasPass {
+			rest = user + ":***" + rest[at:]
+		} else {
+			rest = "***" + rest[at:]
+		}
 	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return spec
+	if hasQuery {
+		params := strings.Split(query, "&")
+		for i, p := range params {
+			key, _, _ := strings.Cut(p, "=")
+			name, err := url.QueryUnescape(key)
+			if err != nil || strings.Contains(strings.ToLower(name), "pass") {
+				params[i] = key + "=***"
+			}
+		}
+		rest += "?" + strings.Join(params, "&")
 	}
-	return scheme + "://" + user + ":***@" + rest[at+1:]
+	return scheme + "://" + rest
+}
+
+// badURL is the error for a -redis URL that does not parse, its secrets
+// hidden, also in the copy of the URL a *url.Error carries.
+func badURL(spec string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = redact(ue.URL)
+	}
+	return fmt.Errorf("-redis %q: %w", redact(spec), err)
 }
 
 // since formats a duration for people: 12.4s, 3m05s, 1h02m.

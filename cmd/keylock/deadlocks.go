@@ -48,7 +48,8 @@ func writeDeadlocks(w io.Writer, found []core.Deadlock, now time.Time) {
 		}
 		fmt.Fprintf(w, "deadlock %d: %d owners%s\n", i+1, len(d.Steps), since)
 		for _, s := range d.Steps {
-			fmt.Fprintf(w, "  %s (%s) holds %s, waits for %s\n", s.Owner, dash(s.Client), s.Holds, s.WaitsFor)
+			fmt.Fprintf(w, "  %s (%s) holds %s, waits for %s\n", printable(s.Owner), dash(printable(s.Client)),
+				printable(s.Holds), printable(s.WaitsFor))
 		}
 		if i < len(found)-1 {
 			fmt.Fprintln(w, strings.Repeat("-", 3))

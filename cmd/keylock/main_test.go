@@ -245,6 +245,53 @@ func TestCLIURLWithACLUser(t *testing.T) {
 	}
 }
 
+// TestRedactHidesPasswords: every place of a -redis URL that may hold a
+// password is hidden in messages; the rest is kept.
+func TestRedactHidesPasswords(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://ops:S3CRET@h:6379/0":                                    "redis://ops:***@h:6379/0",
+		"redis://:S3CRET@h:6379":                                         "redis://:***@h:6379",
+		"redis-sentinel://S3CRET@h1:26379,h2:26379/m":                    "redis-sentinel://***@h1:26379,h2:26379/m",
+		"redis-sentinel://h1:26379/m?sentinel_password=S3CRET&bogus=1":   "redis-sentinel://h1:26379/m?sentinel_password=***&bogus=1",
+		"redis://h:26379?master_name=m&password=S3CRET&Sentinel_Pass=S3": "redis://h:26379?master_name=m&password=***&Sentinel_Pass=***",
+		"redis://h:1?p%61ssword=S3CRET":                                  "redis://h:1?p%61ssword=***",
+		"redis://u:S3C/RET@h:1?x=a@b":                                    "redis://u:***@h:1?x=a@b",
+		"127.0.0.1:6379":                                                 "127.0.0.1:6379",
+	} {
+		if got := redact(in); got != want {
+			t.Errorf("redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestCLIHidesPasswordsInURLErrors: a -redis URL that does not parse is
+// named in the error with its passwords hidden.
+func TestCLIHidesPasswordsInURLErrors(t *testing.T) {
+	for _, spec := range []string{
+		"redis-sentinel://h1:26379/m?sentinel_password=S3CRET&bogus=1",
+		"redis-sentinel://S3CRET@h1:26379/m?bogus=1",
+		"redis://h1:26379?master_name=m&password=S3CRET&bogus=1",
+		"redis://ops:S3CRET@h1:bad/0", // url.Parse's error quotes the URL
+		"redis://ops:S3CRET@h1:6379/0?password=S3CRET&bogus=1",
+	} {
+		_, stderr, code := cli(t, "-redis", spec, "ls")
+		if code == exitOK || !strings.Contains(stderr, "-redis") || strings.Contains(stderr, "S3CRET") {
+			t.Errorf("-redis %s: exit %d, stderr %q; want an error naming -redis without the password", spec, code, stderr)
+		}
+	}
+}
+
+// TestCLIIntervalFloor: watch refreshes at most every 50ms; a shorter
+// -interval is bad usage.
+func TestCLIIntervalFloor(t *testing.T) {
+	for _, d := range []string{"1ns", "49ms", "0", "-1s"} {
+		_, stderr, code := cli(t, "-redis", "127.0.0.1:1", "-timeout", "1s", "-interval", d, "watch", "x")
+		if code != exitUsage || !strings.Contains(stderr, "-interval must be at least 50ms") {
+			t.Errorf("watch -interval %s: exit %d, stderr %q; want 2 and the floor", d, code, stderr)
+		}
+	}
+}
+
 func TestCLIErrorsAndUsage(t *testing.T) {
 	// A port nothing listens on: exit 1 with one clear message (and no
 	// log lines of go-redis's own before it).

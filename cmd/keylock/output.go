@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/keylock/keylock/core"
 )
@@ -103,6 +105,18 @@ func (a *app) encode(v any, indent string) int {
 	return exitOK
 }
 
+// printable returns s as it is when all of it prints (valid UTF-8, no
+// control or other unprintable character), else quoted as a Go string
+// ("jobs:\x1b[2J\n"). Lock names, owners and client identities come from
+// Redis and may hold any byte: printed raw, an escape sequence would drive
+// the terminal and a newline would forge a row of the table.
+func printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -137,7 +151,7 @@ func writeState(w io.Writer, st *core.LockState) {
 	if kind == "" {
 		kind = "-"
 	}
-	fmt.Fprintf(w, "lock     %s\nkind     %s\nheld     %s\n", st.Name, kind, yesNo(st.Held))
+	fmt.Fprintf(w, "lock     %s\nkind     %s\nheld     %s\n", printable(st.Name), kind, yesNo(st.Held))
 	if st.Token != 0 {
 		fmt.Fprintf(w, "token    %d\n", st.Token)
 	} else if st.LastToken != 0 {
@@ -152,7 +166,7 @@ func writeState(w io.Writer, st *core.LockState) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "OWNER\tCLIENT\tMODE\tCOUNT\tTTL\tHELD FOR\tTOKEN")
 		for _, h := range st.Holders {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", h.Owner, dash(h.Client()), h.Mode, h.Count,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", printable(h.Owner), dash(printable(h.Client())), h.Mode, h.Count,
 				holderTTL(h), heldFor(h, st.ServerTime), tokenText(h.Token))
 		}
 		_ = tw.Flush()
@@ -166,7 +180,7 @@ func writeState(w io.Writer, st *core.LockState) {
 			if d := l.WaitedFor(st.ServerTime); d > 0 {
 				waited = since(d)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, l.Owner, dash(l.Client()), l.Mode, waited, since(l.TTL))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, printable(l.Owner), dash(printable(l.Client())), l.Mode, waited, since(l.TTL))
 		}
 		_ = tw.Flush()
 		if st.Waiters > len(st.Line) && lined(st) {
@@ -278,12 +292,12 @@ func writeList(w io.Writer, states []*core.LockState) {
 		client, ttl, held := "-", "-", "-"
 		if len(st.Holders) > 0 {
 			h := st.Holders[0]
-			client, ttl, held = dash(h.Client()), holderTTL(h), heldFor(h, st.ServerTime)
+			client, ttl, held = dash(printable(h.Client())), holderTTL(h), heldFor(h, st.ServerTime)
 			if len(st.Holders) > 1 {
 				client += fmt.Sprintf(" (+%d)", len(st.Holders)-1)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", st.Name, dash(string(st.Kind)), len(st.Holders),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", printable(st.Name), dash(string(st.Kind)), len(st.Holders),
 			client, ttl, held, waitingColumn(st), tokenText(st.Token))
 	}
 	_ = tw.Flush()
@@ -291,7 +305,7 @@ func writeList(w io.Writer, states []*core.LockState) {
 
 // writeForce prints force-unlock's report for people.
 func writeForce(w io.Writer, name string, res *core.ForceUnlockResult) {
-	st := res.Removed
+	st, name := res.Removed, printable(name)
 	if !res.Freed {
 		fmt.Fprintf(w, "%s was not held: nothing removed\n", name)
 	} else {
@@ -304,13 +318,13 @@ func writeForce(w io.Writer, name string, res *core.ForceUnlockResult) {
 			if h.Token != 0 {
 				parts = append(parts, "token "+strconv.FormatUint(h.Token, 10))
 			}
-			fmt.Fprintf(w, "  %s  %s  (%s)\n", h.Owner, dash(h.Client()), strings.Join(parts, ", "))
+			fmt.Fprintf(w, "  %s  %s  (%s)\n", printable(h.Owner), dash(printable(h.Client())), strings.Join(parts, ", "))
 		}
 		fmt.Fprintf(w, "deleted %d key(s); the holders learn of it at their next renewal (lease context cancelled with ErrLockLost)\n", res.KeysDeleted)
 	}
 	switch {
 	case res.WokenHead != "":
-		fmt.Fprintf(w, "woke the first waiter in line: %s\n", res.WokenHead)
+		fmt.Fprintf(w, "woke the first waiter in line: %s\n", printable(res.WokenHead))
 	case res.WokenClients > 0:
 		fmt.Fprintf(w, "woke %d waiting client(s)\n", res.WokenClients)
 	default:

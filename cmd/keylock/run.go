@@ -24,6 +24,9 @@ const (
 	exitDeadlock = 4 // deadlocks: at least one cycle was found
 )
 
+// minInterval is the shortest -interval: watch asks Redis once a refresh.
+const minInterval = 50 * time.Millisecond
+
 // options are the global flags (accepted before or after the command).
 type options struct {
 	redis     string
@@ -103,7 +106,7 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	connFlags(fs, o)
 	fs.BoolVar(&o.version, "version", o.version, "print the version and exit")
 	fs.BoolVar(&o.json, "json", o.json, "print JSON (ls: an array; show: an object; watch: one object per line)")
-	fs.DurationVar(&o.interval, "interval", o.interval, "watch: time between refreshes")
+	fs.DurationVar(&o.interval, "interval", o.interval, "watch: time between refreshes (at least 50ms)")
 	fs.DurationVar(&o.olderThan, "older-than", o.olderThan, "ls: only locks with a hold held at least this long (e.g. 30s); holds of unknown age are left out")
 	return fs
 }
@@ -175,8 +178,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	if o.interval <= 0 || o.timeout <= 0 {
-		fmt.Fprintln(stderr, "keylock: -interval and -timeout must be positive")
+	if o.timeout <= 0 {
+		fmt.Fprintln(stderr, "keylock: -timeout must be positive")
+		return exitUsage
+	}
+	if o.interval < minInterval {
+		fmt.Fprintf(stderr, "keylock: -interval must be at least %s (got %s)\n", minInterval, o.interval)
 		return exitUsage
 	}
 	if o.olderThan < 0 || (o.olderThan > 0 && cmd != "ls") {

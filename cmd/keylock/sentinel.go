@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -53,7 +54,7 @@ func failoverOptions(o options) (*redis.FailoverOptions, error) {
 		fo = &redis.FailoverOptions{SentinelAddrs: splitAddrs(spec)}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("-redis %q: %w", redact(spec), err)
+		return nil, badURL(spec, err)
 	}
 	if o.master != "" {
 		fo.MasterName = o.master
@@ -139,39 +140,26 @@ func parseSentinelURL(spec string) (*redis.FailoverOptions, error) {
 	return fo, nil
 }
 
-// connectSentinel asks the sentinels where the master is (each one in turn,
-// so that an unknown master name or unreachable sentinels get a message of
-// their own), then opens a failover client, which follows the master
-// through failovers, and checks the server it reaches is the master.
+// connectSentinel asks the sentinels where the master is (findSentinel),
+// then opens a failover client, which follows the master through
+// failovers, and checks the server it reaches is the master.
 func connectSentinel(ctx context.Context, o options) (redis.UniversalClient, error) {
 	fo, err := failoverOptions(o)
 	if err != nil {
 		return nil, err
 	}
 	where := sentinelTarget(fo.MasterName, fo.SentinelAddrs)
-	var reasons []string
-	known := false
-	for _, addr := range fo.SentinelAddrs {
-		sc := redis.NewSentinelClient(&redis.Options{
-			Addr: addr, Username: fo.SentinelUsername, Password: fo.SentinelPassword, TLSConfig: fo.TLSConfig,
-			DialTimeout: fo.DialTimeout, ReadTimeout: fo.ReadTimeout, WriteTimeout: fo.WriteTimeout, MaxRetries: 1,
-		})
-		_, err := sc.GetMasterAddrByName(ctx, fo.MasterName).Result()
-		if errors.Is(err, redis.Nil) {
-			names := sentinelMasters(sc.Masters(ctx).Result())
-			err = fmt.Errorf("monitors no master named %q%s", fo.MasterName, names)
-		}
-		_ = sc.Close()
-		if err == nil {
-			known = true
-			break
-		}
-		reasons = append(reasons, fmt.Sprintf("sentinel %s: %v", addr, err))
+	addr, err := findSentinel(ctx, fo)
+	if err != nil {
+		return nil, fmt.Errorf("cannot find the master of %s: %w", where, err)
 	}
-	if !known {
-		return nil, fmt.Errorf("cannot find the master of %s: %s", where, strings.Join(reasons, "; "))
-	}
-	rdb := redis.NewFailoverClient(fo)
+	// The failover client asks all of its sentinels at once and waits for
+	// every answer, each for up to its read timeout (the whole -timeout), so
+	// one that never answers would use it all: it is given the sentinel that
+	// just answered, and learns the others from it (SENTINEL SENTINELS).
+	fc := *fo
+	fc.SentinelAddrs = []string{addr}
+	rdb := redis.NewFailoverClient(&fc)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("cannot reach Redis, %s: %w", where, err)
@@ -188,6 +176,44 @@ func connectSentinel(ctx context.Context, o options) (redis.UniversalClient, err
 		return nil, fmt.Errorf("the server the sentinels name as master of %q reports role %q (a failover in progress?); try again", fo.MasterName, role)
 	}
 	return rdb, nil
+}
+
+// minProbe is the least time findSentinel gives a sentinel to answer.
+const minProbe = 200 * time.Millisecond
+
+// findSentinel asks the sentinels, one after another, where fo's master is
+// and returns the address of the first that knows; if none does, the error
+// says what each one answered (an unknown master name or unreachable
+// sentinels get a message of their own). Each sentinel gets an equal share
+// of the time left until ctx's deadline (at least minProbe), which also
+// bounds its dial, read and write timeouts, so that one that accepts
+// connections but never answers leaves time to ask the others.
+func findSentinel(ctx context.Context, fo *redis.FailoverOptions) (string, error) {
+	var reasons []string
+	for i, addr := range fo.SentinelAddrs {
+		left := fo.ReadTimeout
+		if d, ok := ctx.Deadline(); ok {
+			left = time.Until(d)
+		}
+		share := max(left/time.Duration(len(fo.SentinelAddrs)-i), minProbe)
+		pctx, cancel := context.WithTimeout(ctx, share)
+		sc := redis.NewSentinelClient(&redis.Options{
+			Addr: addr, Username: fo.SentinelUsername, Password: fo.SentinelPassword, TLSConfig: fo.TLSConfig,
+			DialTimeout: share, ReadTimeout: share, WriteTimeout: share, MaxRetries: 1,
+		})
+		_, err := sc.GetMasterAddrByName(pctx, fo.MasterName).Result()
+		if errors.Is(err, redis.Nil) {
+			names := sentinelMasters(sc.Masters(pctx).Result())
+			err = fmt.Errorf("monitors no master named %q%s", fo.MasterName, names)
+		}
+		_ = sc.Close()
+		cancel()
+		if err == nil {
+			return addr, nil
+		}
+		reasons = append(reasons, fmt.Sprintf("sentinel %s: %v", addr, err))
+	}
+	return "", errors.New(strings.Join(reasons, "; "))
 }
 
 // sentinelTarget names a Sentinel deployment in messages.

@@ -108,3 +108,21 @@ func TestCLINamesRefusedCommand(t *testing.T) {
 		t.Errorf("ls with SCAN refused: exit %d, stderr %q; want 1 and \"the server refused SCAN\"", code, stderr)
 	}
 }
+
+// TestCLISentinelHung: a sentinel that accepts connections but never
+// answers, listed first, does not use up -timeout: the next one is asked in
+// time, and the failover client does not wait for the hung one either.
+func TestCLISentinelHung(t *testing.T) {
+	s := newSentinelSetup(t)
+	hung := redistest.NewProxy(t, "127.0.0.1:1")
+	hung.Blackhole()
+	for _, args := range [][]string{
+		{"-sentinel", hung.Addr() + "," + s.sentinel, "-master", sentinelMaster},
+		{"-redis", "redis-sentinel://" + hung.Addr() + "," + s.sentinel + "/" + sentinelMaster},
+	} {
+		args = append([]string{"-timeout", "2s"}, args...)
+		if _, stderr, code := cli(t, append(args, "ls")...); code != exitOK {
+			t.Errorf("keylock %v ls: exit %d, stderr %q; want 0", args, code, stderr)
+		}
+	}
+}

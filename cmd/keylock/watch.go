@@ -35,7 +35,7 @@ func (a *app) watch(ctx context.Context, name string, tty bool) int {
 			if tty {
 				b.WriteString(clearScreen)
 			}
-			fmt.Fprintf(&b, "keylock watch %s — every %s, Ctrl-C to stop — %s\n\n", name, a.o.interval, time.Now().Format("15:04:05"))
+			fmt.Fprintf(&b, "keylock watch %s — every %s, Ctrl-C to stop — %s\n\n", printable(name), a.o.interval, time.Now().Format("15:04:05"))
 			if err != nil {
 				fmt.Fprintf(&b, "error: %v\n", err)
 			} else {
