@@ -13,6 +13,7 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"github.com/keylock/keylock/core"
+	"github.com/redis/go-redis/v9"
 )
 
 // Exit statuses.
@@ -307,7 +308,15 @@ func (a *app) forceUnlock(ctx context.Context, name string) int {
 	defer cancel()
 	res, err := a.locks.ForceUnlock(ctx, name)
 	if err != nil {
-		return a.fail(err)
+		code := a.fail(err)
+		var reply redis.Error
+		if (errors.Is(err, core.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)) && !errors.As(err, &reply) {
+			// No answer (a timeout, a reset): the script may have run and
+			// only its reply been lost. Run again, it would free the
+			// holder that took the lock since.
+			fmt.Fprintf(a.errOut, "keylock: the force-unlock may have been applied before its reply was lost: check with `keylock show %s` before running it again\n", printable(name))
+		}
+		return code
 	}
 	if a.o.json {
 		if code := a.printJSON(forceJSON{
