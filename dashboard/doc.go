@@ -27,7 +27,9 @@
 // with many thousands of locks; every fifth refresh also looks for
 // deadlocks (core.Client.Deadlocks: the same SCAN, and the state of the
 // locks that have waiters). Everything the pages load comes from the
-// handler: they work offline.
+// handler: they work offline. A lock name that is not valid UTF-8 reaches
+// the page with U+FFFD in place of its invalid bytes (JSON strings hold
+// UTF-8 only): the page lists it, but cannot show or free it by that name.
 //
 // # Read-only unless you say otherwise
 //
