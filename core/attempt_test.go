@@ -302,7 +302,7 @@ func TestUnlockAfterLossSignalIsNotHeld(t *testing.T) {
 func TestCloseDuringAPartitionIsBounded(t *testing.T) {
 	srv, _ := single(t)
 	p := redistestProxy(t, srv.Addr())
-	const readTimeout = 3 * time.Second // go-redis's default
+	const readTimeout = 3 * time.Second // shorter than go-redis's default (5s)
 	rdb := retryingProxyClient(t, p.Addr(), readTimeout)
 	c := core.New(rdb)
 	warm(t, c)
@@ -337,7 +337,7 @@ func TestWaitTimeoutBoundsAnAttemptInFlight(t *testing.T) {
 	defer mustUnlock(t, held)
 
 	p := redistestProxy(t, srv.Addr())
-	c := newLocks(t, retryingProxyClient(t, p.Addr(), 3*time.Second)) // go-redis's default read timeout
+	c := newLocks(t, retryingProxyClient(t, p.Addr(), 3*time.Second)) // shorter than go-redis's default read timeout (5s)
 	warm(t, c)
 	// Every round trip takes 2s: the first attempt is still in flight when
 	// the 300ms wait ends.

@@ -95,11 +95,17 @@
 //
 // # Waiting
 //
-// Waiters do not poll. They subscribe to the lock's channel and retry when
-// a release is published or when the holder's TTL runs out, whichever comes
-// first, so a lost message costs at most one TTL. A fair lock's release
-// hands the lock straight to the first waiter in line (a grant), which
-// returns without another round trip.
+// Waiters do not poll. Every kind's waiters stand in a line in Redis, with
+// deadlines on the server's clock, and their Client keeps their places with
+// one call per lock. A release hands the lock straight to the first in line
+// (a semaphore's or an RW lock's, as many waiters as now fit): a grant,
+// pushed on the waiter's Client's channel, so its Lock returns without
+// another round trip; a waiter whose push was lost is answered the grant at
+// its next bounded re-check. A grantee that is gone holds the lock up for
+// about one claim window (2s by default). A RedLock's waiters (one lock on
+// independent servers) subscribe to the lock's channel instead and retry
+// when a release is published or when the holder's TTL runs out. See
+// KINDS.md for each kind's line.
 //
 // # Seeing the locks
 //
@@ -115,7 +121,7 @@
 //	keylock:{<name>}          the lock (hash: owner → hold count, plus the token)
 //	keylock:{<name>}:fence    fencing-token counter
 //	keylock:{<name>}:rel:<id> short-lived release receipt (idempotent retries)
-//	keylock:{<name>}:ch       wake-up channel
+//	keylock:{<name>}:ch       wake-up channel of a RedLock's waiters
 //	keylock:{<name>}:ch:<client id>  a Client's waiters in line: grants, wake-ups
 //	keylock:{<name>}:leader   an Election's notices (a channel)
 //

@@ -14,7 +14,7 @@ import (
 func TestObserveEndsWhenTheClientClosesInAPartition(t *testing.T) {
 	srv, direct := single(t)
 	p := redistestProxy(t, srv.Addr())
-	const readTimeout = 3 * time.Second // go-redis's default
+	const readTimeout = 3 * time.Second // shorter than go-redis's default (5s)
 	// The leader's lease is 1s: the observer reads the leader again when
 	// it would end, and then finds Redis silent.
 	leader := newLocks(t, direct, core.WithWatchdogTimeout(time.Second))

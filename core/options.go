@@ -108,8 +108,8 @@ type lockConfig struct {
 // The lease's context is cancelled with ErrLockLost just before that.
 // Default (and d == 0, as in every adapter's WithLeaseTime): no fixed lease;
 // the watchdog keeps the lock while it is held. A negative d, or one under
-// 1ms (Redis leases are whole milliseconds), makes the acquisition fail with
-// ErrInvalidOption.
+// MinLeaseTime (10ms: shorter, the lease would end within its drift margin),
+// makes the acquisition fail with ErrInvalidOption.
 func LeaseTime(d time.Duration) LockOption {
 	return func(c *lockConfig) {
 		if d < 0 {

@@ -16,7 +16,7 @@ import (
 func TestRedLockNodeCallsEndWhenTheirClientCloses(t *testing.T) {
 	srvs := redistest.NewServers(t, 3)
 	proxy := redistestProxy(t, srvs[2].Addr())
-	const readTimeout = 3 * time.Second // go-redis's default
+	const readTimeout = 3 * time.Second // shorter than go-redis's default (5s)
 	cut := core.New(retryingProxyClient(t, proxy.Addr(), readTimeout))
 	clients := []*core.Client{newLocks(t, srvs[0].NewClient(t)), newLocks(t, srvs[1].NewClient(t)), cut}
 	warm(t, cut)

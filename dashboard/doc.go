@@ -17,6 +17,7 @@
 //	GET  /lock?name=NAME        one lock: holders, waiters in line, force unlock
 //	GET  /api/locks             the list's JSON: one page of the locks matching glob
 //	GET  /api/lock?name=NAME    one lock's JSON
+//	GET  /api/deadlocks         cycles of owners waiting for each other (?glob=)
 //	POST /api/force-unlock      {"name": NAME} — only with WithForceUnlock
 //	GET  /assets/…              the pages' script and style sheet (embedded)
 //

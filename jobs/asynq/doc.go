@@ -63,7 +63,7 @@
 // # Options
 //
 // The options share their names and zero values with every keylock
-// adapter: WithKind (Fair, Read, Write, Semaphore), WithWait, WithLeaseTime,
+// adapter: WithKind (or its shorthands Fair, Read, Write, Semaphore), WithWait, WithLeaseTime,
 // WithFailOpen, WithReleaseTimeout, WithSource. A zero duration means the
 // default, a negative one is an error; nil options are ignored.
 //

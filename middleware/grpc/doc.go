@@ -54,12 +54,13 @@
 //	semaphore full                               ResourceExhausted + RetryInfo + ErrorInfo{Reason: LOCK_BUSY}
 //	placeholder value missing, empty or too long InvalidArgument naming the placeholder
 //	                                             (+ BadRequest field violation for {req.*})
+//	a key source of the server's own failed      Internal
 //	Redis unreachable or the core.Client closed  Unavailable (or the handler runs unlocked with FailOpen)
 //	caller's deadline passed while waiting       DeadlineExceeded
 //	caller cancelled while waiting               Canceled
 //
-// RetryInfo.RetryDelay is the holder's remaining lease as Redis reported it
-// (1s when unknown). ErrorInfo has Domain "keylock" and the template in its
+// RetryInfo.RetryDelay is the holder's remaining lease as Redis reported it,
+// capped at adapter.MaxRetryHint (1s; 1s too when unknown). ErrorInfo has Domain "keylock" and the template in its
 // metadata. Messages name the template and placeholder, never the rendered
 // key or a value.
 //
