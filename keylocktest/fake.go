@@ -128,16 +128,27 @@ func (f *Fake) NewClient(opts ...core.Option) *core.Client {
 // freed and its waiters woken) and returns once the lease's context is
 // cancelled with core.ErrLockLost — at its Client's next renewal, within a
 // third of the watchdog timeout. A lease with a fixed LeaseTime hears of it
-// only when that lease ends. It fails the test if the context is not
-// cancelled within 10 seconds.
+// only when that lease ends. A MultiLock's lease loses every lock it holds.
+// Like a force-unlock, it frees the lock of every holder of the name (all
+// readers of an RW lock, all holders of a semaphore's permits). It fails the
+// test if the context is not cancelled within 10 seconds.
 func (f *Fake) Lose(lease *core.Lease) {
 	if f.t != nil {
 		f.t.Helper()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := f.locks.ForceUnlock(ctx, lease.Name()); err != nil {
-		f.fatalf("keylocktest: force-unlock %q: %v", lease.Name(), err)
+	names := []string{lease.Name()}
+	if subs := core.SubLeases(lease); len(subs) > 0 {
+		names = names[:0]
+		for _, s := range subs {
+			names = append(names, s.Name())
+		}
+	}
+	for _, name := range names {
+		if _, err := f.locks.ForceUnlock(ctx, name); err != nil {
+			f.fatalf("keylocktest: force-unlock %q: %v", name, err)
+		}
 	}
 	select {
 	case <-lease.Context().Done():

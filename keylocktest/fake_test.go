@@ -53,6 +53,21 @@ func TestLoseTellsTheLease(t *testing.T) {
 	}
 }
 
+// A MultiLock's lease is lost with its locks.
+func TestLoseTellsAMultiLockLease(t *testing.T) {
+	f := keylocktest.New(t)
+	c := f.Client()
+	lease, err := core.NewMultiLock(c.Mutex("stock:1"), c.Mutex("stock:2")).Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Lose(lease)
+	if !errors.Is(context.Cause(lease.Context()), core.ErrLockLost) || f.Held("stock:1") || f.Held("stock:2") {
+		t.Fatalf("after Lose: cause %v, held %v %v; want ErrLockLost and both free",
+			context.Cause(lease.Context()), f.Held("stock:1"), f.Held("stock:2"))
+	}
+}
+
 func TestExpireEndsAFixedLease(t *testing.T) {
 	f := keylocktest.New(t)
 	ctx := context.Background()
