@@ -18,8 +18,8 @@
 //
 // Meanwhile the driver injects, one after another in shuffled cycles:
 // latency on every link, latency spikes (0.3-2.5 s each way, on one worker
-// or all: replies come after the fixed lease, some after go-redis's 3 s read
-// timeout, so go-redis retries commands that did run), connection resets, partitions of one worker (most longer
+// or all: replies come after the fixed lease, the longest just within
+// go-redis's 5 s read timeout, so they come late rather than time out), connection resets, partitions of one worker (most longer
 // than the lease, some healing within go-redis's read timeout), kill -9 of a
 // worker (a new one takes its slot), SIGSTOP/SIGCONT of a worker (up to 5 s,
 // longer than the lease), empty Redis restarts (kill -9 of redis-server,

@@ -253,8 +253,9 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 	case event.FaultSpike:
 		delay, dur := d.between(300, 1000), d.between(1000, 3000)
 		if d.rng.IntN(5) < 2 {
-			// Replies later than go-redis's 3s read timeout: it retries
-			// commands that did reach Redis.
+			// Long spikes: each chunk held 1.6-2.5 s each way, a round trip
+			// of 3.2-5 s, past the fixed lease but within go-redis's 5s
+			// read timeout: replies come late rather than time out.
 			delay, dur = d.between(1600, 2500), d.between(4000, 6000)
 		}
 		targets := d.proxies
