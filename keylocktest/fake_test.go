@@ -68,6 +68,31 @@ func TestLoseTellsAMultiLockLease(t *testing.T) {
 	}
 }
 
+// Expire moves the clock the scripts read too: a semaphore's holder whose
+// lease ran out no longer counts.
+func TestExpireEndsASemaphoreHolder(t *testing.T) {
+	f := keylocktest.New(t)
+	ctx := context.Background()
+	sem := f.Client().Semaphore("slots", 2)
+	long, err := sem.Lock(ctx, core.LeaseTime(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Unlock(ctx)
+	if _, err := sem.Lock(ctx, core.LeaseTime(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.NewClient().Semaphore("slots", 2).TryLock(ctx); !errors.Is(err, core.ErrLocked) {
+		t.Fatalf("TryLock with both permits held: %v, want ErrLocked", err)
+	}
+	f.Expire(10 * time.Second)
+	l, err := f.NewClient().Semaphore("slots", 2).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after the 2s holder expired: %v", err)
+	}
+	_ = l.Unlock(ctx)
+}
+
 func TestExpireEndsAFixedLease(t *testing.T) {
 	f := keylocktest.New(t)
 	ctx := context.Background()

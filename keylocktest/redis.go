@@ -22,10 +22,20 @@ const ttlTick = 50 * time.Millisecond
 // load makes each command cost milliseconds; instead a goroutine owned by
 // Redis advances the clock by the real time elapsed every 50ms, until
 // Close.
+//
+// FastForward moves both the TTLs and the server's clock (TIME, which the
+// scripts read for the deadlines they store: a semaphore's holders, an RW
+// lock's readers, waiters in line). Until the first FastForward, TIME is the
+// real time; after it, the real time plus every FastForward's d, in steps
+// of the tick.
 type Redis struct {
 	m    *miniredis.Miniredis
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	ahead  time.Duration // the sum of FastForward's d
+	closed bool
 }
 
 // StartRedis starts one. Close it when done. (New does, for a test.)
@@ -51,6 +61,11 @@ func (r *Redis) clock() {
 		case now := <-t.C:
 			r.m.FastForward(now.Sub(last))
 			last = now
+			r.mu.Lock()
+			if r.ahead > 0 {
+				r.m.SetTime(time.Now().Add(r.ahead))
+			}
+			r.mu.Unlock()
 		}
 	}
 }
@@ -58,12 +73,28 @@ func (r *Redis) clock() {
 // Addr is the server's host:port.
 func (r *Redis) Addr() string { return r.m.Addr() }
 
-// FastForward moves the server's TTL clock d ahead at once: every key whose
-// TTL is shorter expires.
-func (r *Redis) FastForward(d time.Duration) { r.m.FastForward(d) }
+// FastForward moves the server's clock d ahead at once: every key whose
+// TTL is shorter expires, and TIME answers d later.
+func (r *Redis) FastForward(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ahead += d
+	r.m.SetTime(time.Now().Add(r.ahead))
+	r.m.FastForward(d)
+}
 
-// Close stops the clock and the server.
+// Close stops the clock and the server. Calling it again does nothing.
 func (r *Redis) Close() {
+	r.mu.Lock()
+	closed := r.closed
+	r.closed = true
+	r.mu.Unlock()
+	if closed {
+		return
+	}
 	close(r.stop)
 	r.wg.Wait()
 	r.m.Close()
