@@ -15,6 +15,7 @@ type capture struct {
 	header  http.Header
 	body    []byte
 	overCap bool // the body was longer than max
+	failed  bool // a write to the client failed: the body kept may be cut short
 }
 
 func (c *capture) Header() http.Header { return c.w.Header() }
@@ -52,7 +53,11 @@ func (c *capture) Write(b []byte) (int, error) {
 			c.body = append(c.body, b...)
 		}
 	}
-	return c.w.Write(b)
+	n, err := c.w.Write(b)
+	if err != nil {
+		c.failed = true
+	}
+	return n, err
 }
 
 // Flush sends what was written so far (http.Flusher).

@@ -34,8 +34,10 @@ const (
 )
 
 // DefaultReplayHeaders are the response headers kept and replayed when
-// WithReplayHeaders is not given.
-var DefaultReplayHeaders = []string{"Content-Type", "Content-Language", "Location"}
+// WithReplayHeaders is not given. Content-Encoding and Vary are among them
+// so that a body compressed by a middleware inside this one replays as
+// what it is.
+var DefaultReplayHeaders = []string{"Content-Type", "Content-Encoding", "Content-Language", "Location", "Vary"}
 
 // Option configures Middleware and New. A nil Option is ignored.
 type Option func(*config)
@@ -104,12 +106,15 @@ func WithReleaseTimeout(d time.Duration) Option {
 
 // WithTTL sets how long a completed request's response is kept and
 // replayed; a retry after that runs the handler again. Default 0:
-// DefaultTTL (24h). A negative d is a start-up error.
+// DefaultTTL (24h). A negative d, or one under a millisecond (Redis keeps
+// keys for whole milliseconds), is a start-up error.
 func WithTTL(d time.Duration) Option {
 	return func(c *config) {
 		switch {
 		case d < 0:
 			c.policy.Fail(fmt.Errorf("%w: WithTTL(%s) must not be negative", core.ErrInvalidOption, d))
+		case d > 0 && d < time.Millisecond:
+			c.policy.Fail(fmt.Errorf("%w: WithTTL(%s) must be at least 1ms", core.ErrInvalidOption, d))
 		case d > 0:
 			c.ttl = d
 		}
@@ -151,8 +156,9 @@ func WithMaxResponseBytes(n int) Option {
 
 // WithReplayHeaders sets the response headers kept and replayed (names
 // are canonicalised; others are dropped, so a Set-Cookie is never
-// replayed unless named). Default: DefaultReplayHeaders (Content-Type,
-// Content-Language, Location).
+// replayed unless named). Trailers are never kept or replayed. Default:
+// DefaultReplayHeaders (Content-Type, Content-Encoding, Content-Language,
+// Location, Vary).
 func WithReplayHeaders(names ...string) Option {
 	return func(c *config) {
 		c.replay = make([]string, len(names))

@@ -25,9 +25,11 @@
 // for as long as the handler runs, however long) and runs the handler
 // under the lease's context, cancelled with cause core.ErrLockLost if the
 // lock is lost. Its response goes to the client as it is written; a copy —
-// the status, the headers WithReplayHeaders allows and the body up to
-// WithMaxResponseBytes — is then kept in Redis for WithTTL (24h) with the
-// request's fingerprint (SHA-256 of method, path and body). The copy is
+// the status, the headers WithReplayHeaders allows (by default
+// Content-Type, Content-Encoding, Content-Language, Location and Vary;
+// never trailers) and the body up to WithMaxResponseBytes — is then kept
+// in Redis for WithTTL (24h) with the request's fingerprint (SHA-256 of
+// method, path and body; not the query string). The copy is
 // written by a Lua script that checks, in the same step, that the lock is
 // still held by the hold that ran the handler (its owner and fencing
 // token): a runner whose lock was lost (it expired, was force-unlocked, or
@@ -51,9 +53,13 @@
 //
 // A 5xx response, or a handler that panics, is not kept: the lock is
 // released (before the panic goes on up) and a retry runs the handler
-// again. Neither is a response whose lock was lost while the handler ran,
-// nor one that Redis could not take after the handler: the client has its
-// answer, and a retry runs again.
+// again. Neither is a response whose lock was lost while the handler ran
+// (or whose lease ran out, WithLeaseTime), nor one that Redis could not
+// take after the handler: the client has its answer, and a retry runs
+// again. Nor is the response of a request whose context ended before the
+// handler returned (the client went away or timed out), nor one whose
+// write to the client failed: a retry runs the handler again. A handler
+// that wrote nothing, for a client still there, sent 200: that is kept.
 //
 // # What it does not promise
 //

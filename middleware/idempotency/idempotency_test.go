@@ -377,6 +377,7 @@ func TestStartUpErrors(t *testing.T) {
 	}{
 		{[]idempotency.Option{idempotency.WithHeader("Bad Header")}, "not a valid header name"},
 		{[]idempotency.Option{idempotency.WithTTL(-time.Second)}, "WithTTL(-1s) must not be negative"},
+		{[]idempotency.Option{idempotency.WithTTL(time.Microsecond)}, "WithTTL(1µs) must be at least 1ms"},
 		{[]idempotency.Option{idempotency.WithWait(-time.Second)}, "WithWait(-1s) must not be negative"},
 		{[]idempotency.Option{idempotency.WithMaxResponseBytes(-1)}, "WithMaxResponseBytes(-1) must not be negative"},
 	} {
@@ -387,5 +388,117 @@ func TestStartUpErrors(t *testing.T) {
 	}
 	if _, err := idempotency.New(e.Locks, e.RDB, "s:{session.id}"); err == nil || !errors.Is(err, err) || !strings.Contains(err.Error(), `unknown source "session"`) {
 		t.Errorf("unknown source: got %v", err)
+	}
+}
+
+// A handler told its lease ran out (WithLeaseTime) stores nothing, though
+// Redis still holds the lock for a moment: the retry runs again.
+func TestLeaseTimeOutStoresNothing(t *testing.T) {
+	e := newEnv(t)
+	var runs atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			<-r.Context().Done()
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	ts := serveOrders(t, e, h, idempotency.WithLeaseTime(200*time.Millisecond))
+	if r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: lt")); r.status != http.StatusConflict {
+		t.Errorf("first: %d, want the handler's 409", r.status)
+	}
+	if r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: lt")); r.status != http.StatusCreated || r.replayed() {
+		t.Errorf("retry: %d replayed=%v, want a fresh 201", r.status, r.replayed())
+	}
+}
+
+// A client that gives up stores nothing: the handler returned on its
+// context without writing, and the retry runs it again.
+func TestClientGoneStoresNothing(t *testing.T) {
+	e := newEnv(t)
+	var runs atomic.Int32
+	returned := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			<-r.Context().Done()
+			returned <- struct{}{}
+			return
+		}
+		_, _ = io.WriteString(w, "done")
+	})
+	ts := serveOrders(t, e, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+"/orders", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-User-ID", "u1")
+	req.Header.Set("Idempotency-Key", "gone")
+	if resp, err := ts.Client().Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("first: %d, want the client's timeout", resp.StatusCode)
+	}
+	<-returned
+	// The lock is released after the handler returns: wait for it.
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Held(t, "idempotency:orders:u1:gone") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: gone")); r.status != http.StatusOK || r.body != "done" || r.replayed() {
+		t.Errorf("retry: %d %q replayed=%v, want a fresh 200 done", r.status, r.body, r.replayed())
+	}
+	if n := runs.Load(); n != 2 {
+		t.Errorf("handler ran %d times, want 2", n)
+	}
+}
+
+// An intentional empty response (WriteHeader only) is kept and replayed.
+func TestEmptyResponseIsStored(t *testing.T) {
+	e := newEnv(t)
+	var runs atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	ts := serveOrders(t, e, h)
+	must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: empty"))
+	if r := must(t, do(ts, "POST", "/orders", "x", "X-User-ID: u1", "Idempotency-Key: empty")); r.status != http.StatusNoContent || !r.replayed() || runs.Load() != 1 {
+		t.Errorf("retry: %d replayed=%v runs=%d, want 204 replayed, 1 run", r.status, r.replayed(), runs.Load())
+	}
+}
+
+// Content-Encoding and Vary are replayed by default, with the body they
+// describe.
+func TestEncodingHeadersReplayed(t *testing.T) {
+	e := newEnv(t)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Vary", "Accept-Encoding")
+		_, _ = io.WriteString(w, "zipped")
+	})
+	ts := serveOrders(t, e, h)
+	get := func() reply {
+		req, err := http.NewRequest("POST", ts.URL+"/orders", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-User-ID", "u1")
+		req.Header.Set("Idempotency-Key", "gz")
+		req.Header.Set("Accept-Encoding", "gzip") // the transport then leaves the body alone
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	}
+	get()
+	r := get()
+	if !r.replayed() || r.body != "zipped" || r.header.Get("Content-Encoding") != "gzip" || r.header.Get("Vary") != "Accept-Encoding" {
+		t.Errorf("replay: %q replayed=%v Content-Encoding %q Vary %q; want zipped replayed, gzip, Accept-Encoding",
+			r.body, r.replayed(), r.header.Get("Content-Encoding"), r.header.Get("Vary"))
 	}
 }

@@ -165,13 +165,20 @@ func refuse(w http.ResponseWriter, err error) {
 	}
 }
 
-// store keeps the response cw captured, unless it was a server error;
-// the script writes it only while lease's hold still lives. A failure is
-// not the client's business (it has its answer): the record is then
-// missing, and a retry runs the handler again.
+// store keeps the response cw captured (a handler that wrote nothing sent
+// 200); the script writes it only while lease's hold still lives. Nothing is
+// kept for a server error, when a write to the client failed, when the
+// request's context ended before the handler returned (the client may be
+// gone, and the handler may have given up), or when the handler was told
+// its lock was lost: a retry then runs the handler again. A store failure
+// is not the client's business (it has its answer): the record is then
+// missing, and a retry runs again.
 func (m *middleware) store(ctx context.Context, lease *core.Lease, fp string, cw *capture) {
 	status := cw.done()
-	if status >= 500 {
+	if status >= 500 || cw.failed || ctx.Err() != nil {
+		return
+	}
+	if cause := context.Cause(lease.Context()); errors.Is(cause, core.ErrLockLost) || errors.Is(cause, core.ErrClosed) {
 		return
 	}
 	rec := &record{Fingerprint: fp, Status: status, Header: cw.header, Body: cw.body}
