@@ -253,8 +253,8 @@ func TestMeasureUncontended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 4 || !rs[3].Background {
-		t.Fatalf("got %d rows (the last background: %v), want bare, mutex, fair and mutex under context.Background()", len(rs), rs[len(rs)-1].Background)
+	if len(rs) != 6 || !rs[3].Background || rs[4].Kind != KindFloorScripts || rs[5].Kind != KindFloorCommands {
+		t.Fatalf("got %d rows, want bare, mutex, fair, mutex under context.Background() and the two floors: %+v", len(rs), rs)
 	}
 	for _, r := range rs {
 		t.Logf("%+v", r)
@@ -265,6 +265,14 @@ func TestMeasureUncontended(t *testing.T) {
 	if b := rs[0]; b.SentPerOp != 2 || b.InRedisPerOp != 4 {
 		t.Errorf("bare lock: %.2f sent, %.2f run in Redis per op; want 2 (SET, EVALSHA) and 4 (+ GET, DEL)", b.SentPerOp, b.InRedisPerOp)
 	}
+	// The floors run exactly the commands they claim: two one-command
+	// scripts; the Mutex's uncontended commands, as many as the Mutex runs.
+	if f := rs[4]; f.SentPerOp != 2 || f.InRedisPerOp != 4 {
+		t.Errorf("script floor: %.2f sent, %.2f run in Redis per op; want 2 (EVALSHA twice) and 4 (+ SET, DEL)", f.SentPerOp, f.InRedisPerOp)
+	}
+	if f, m := rs[5], rs[1]; f.SentPerOp != 2 || f.InRedisPerOp != m.InRedisPerOp {
+		t.Errorf("commands floor: %.2f sent, %.2f run in Redis per op; want 2 and the Mutex's %.2f", f.SentPerOp, f.InRedisPerOp, m.InRedisPerOp)
+	}
 }
 
 // BenchmarkUncontended is Lock+Unlock of a free lock with a cancellable
@@ -274,7 +282,8 @@ func TestMeasureUncontended(t *testing.T) {
 // operations per goroutine and kind. It reports each kind's ops/s, its
 // ratio to the bare lock (targets: ≥ 0.9 at 1 goroutine, ≥ 0.8
 // at 16), allocations, commands sent and commands Redis ran (scripts'
-// inner ones included) per operation.
+// inner ones included) per operation. The floor rows (floor.go) are two
+// one-command scripts, and the Mutex's commands in scripts with no logic.
 func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.NewServer(b)
 	for _, g := range []int{1, 16, 64} {
