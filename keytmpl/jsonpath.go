@@ -56,11 +56,11 @@ func (p *JSONPath) String() string { return p.text }
 var ErrMissing = errors.New("missing")
 
 // Lookup returns the value at p in doc as a key value: a string's decoded
-// text, a number's JSON text as written ("42", "4.20", "1e3"), "true" or
-// "false". It returns ErrMissing when a member or element along the path is
-// absent, the value is null, or a scalar is in the way; any other error is
-// the document's fault and its message says why (it names no value, so it
-// is safe to show the caller):
+// text, a number's canonical name (see below), "true" or "false". It
+// returns ErrMissing when a member or element along the path is absent,
+// the value is null, or a scalar is in the way; any other error is the
+// document's fault and its message says why (it names no value, so it is
+// safe to show the caller):
 //
 //   - doc is empty or not valid JSON;
 //   - the value is an object or an array;
@@ -76,8 +76,40 @@ var ErrMissing = errors.New("missing")
 // lookup that refuses every document where the matches are not unique
 // names exactly the value encoding/json binds, or nothing.
 //
+// Numbers are named by their value, not their text, for the same reason:
+// a float64 (or interface{}) field binds 7 for 7, 7.0, 70e-1 and 0.7e1
+// alike, and two names for one value would let two requests about it hold
+// two locks at once. The text is read exactly as a decimal (not through
+// float64) and named:
+//
+//   - zero (0, -0, 0.0, 0e5, -0.0e-3) "0";
+//   - an integer that fits in an int64 or a uint64: its decimal digits,
+//     exactly as an integer field binds it (1e3 and 1000.0 "1000", -12
+//     "-12", 18446744073709551615 itself);
+//   - any other value (a fraction, an integer beyond 64 bits): the float64
+//     a float64 field binds (strconv.ParseFloat) formatted by
+//     strconv.FormatFloat(v, 'g', -1, 64), so 4.20 and 4.2 are "4.2" and
+//     1e300 is "1e+300"; except that a float64 that is an integer in int64
+//     or uint64 range is written as its digits, so a text that rounds to an
+//     integer names that integer (1.00000000000000000001 "1");
+//   - a value beyond float64's range, which no numeric field binds: the
+//     exact value in the same scientific form, with all its significant
+//     digits (1e400 and 10e399 "1e+400", -1.50e400 "-1.5e+400").
+//
+// So all the texts an integer field binds to one value get one name, and
+// so do all the texts a float64 field binds to one value, with one limit:
+// an integer beyond 2^53 is named exactly, as an integer field binds it,
+// so two such integers that a float64 field rounds to one value
+// (9007199254740993 and 9007199254740992) get two names. Decode such ids
+// into integer fields, or send them as strings. A json.Number field sees
+// the text itself, where 7 and 7.0 differ: for it the names are coarser
+// than the values, which only ever means more exclusion, since canonical
+// names merge the names of texts and never split them. A number sent as a
+// JSON string (for a ",string" field) is a string, named by its text.
+//
 // Lookup walks the raw bytes (one json.Valid pass, then a scan along the
-// path) and allocates only the value it returns.
+// path) and allocates only the value it returns, and for a number not
+// written canonically at most a few more.
 func (p *JSONPath) Lookup(doc []byte) (string, error) {
 	i := skipWS(doc, 0)
 	if i == len(doc) {
@@ -129,8 +161,12 @@ func jsonScalar(raw []byte) (string, error) {
 		return "", errors.New("a JSON object, not a string, number or boolean")
 	case '[':
 		return "", errors.New("a JSON array, not a string, number or boolean")
+	case 't':
+		return "true", nil
+	case 'f':
+		return "false", nil
 	}
-	return string(raw), nil // number, true, false: the text
+	return jsonNumber(raw), nil
 }
 
 // objectMember scans the object starting at doc[i] for key. It returns the

@@ -15,8 +15,10 @@
 // A template is literal text plus placeholders (see keytmpl.Parse):
 //
 //   - {payload.<dotted.path>}: a value in the task's JSON payload. Strings
-//     give their text, numbers their JSON text as written, booleans
-//     "true"/"false"; array elements are selected by index
+//     give their text, numbers a canonical name of their value (7, 7.0 and
+//     70e-1 give "7", 4.20 gives "4.2", 1e3 gives "1000": see
+//     keytmpl.JSONPath.Lookup), booleans "true"/"false"; array elements are
+//     selected by index
 //     ({payload.items.0.sku}). Member names match as encoding/json matches
 //     them to struct fields (case-insensitively); a payload with two names
 //     equal under case folding, or a duplicate, is refused as ambiguous

@@ -43,8 +43,8 @@ func TestRender(t *testing.T) {
 	}{
 		{"order:{payload.order_id}", `{"order_id": 42}`, "order:42", ""},
 		{"order:{payload.order_id}", `{"order_id": "42"}`, "order:42", ""},
-		{"n:{payload.n}", `{"n": 4.20}`, "n:4.20", ""},
-		{"n:{payload.n}", `{"n": 1e3}`, "n:1e3", ""},
+		{"n:{payload.n}", `{"n": 4.20}`, "n:4.2", ""}, // numbers by value (keytmpl.JSONPath.Lookup)
+		{"n:{payload.n}", `{"n": 1e3}`, "n:1000", ""},
 		{"n:{payload.n}", `{"n": -7}`, "n:-7", ""},
 		{"b:{payload.ok}", `{"ok": false}`, "b:false", ""},
 		{"u:{payload.user.id}", `{"user": {"id": "u:7"}}`, "u:u%3A7", ""},

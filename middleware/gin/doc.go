@@ -30,9 +30,11 @@
 //
 // {json.a.b.0} reads the body (at most WithMaxBodyBytes, default 64 KiB),
 // walks objects by key and arrays by index, and puts the body back so the
-// handler can bind it again. Strings give their content, numbers their JSON
-// text (1 and 1.0 are different keys), booleans "true" or "false"; null is
-// missing, objects and arrays are refused. Member names match as
+// handler can bind it again. Strings give their content, numbers a
+// canonical name of their value (1, 1.0 and 10e-1 are one key, the one
+// c.ShouldBindJSON binds; integers beyond 2^53 are keyed exactly: see
+// keytmpl.JSONPath.Lookup), booleans "true" or "false"; null is missing,
+// objects and arrays are refused. Member names match as
 // encoding/json matches them to struct fields (case-insensitively), and an
 // object with two names equal under case folding (or a duplicate) is
 // refused, because encoding/json keeps the last of them: the lock must be

@@ -479,7 +479,7 @@ func TestSources(t *testing.T) {
 		{method: "GET", path: "/p/x/y%20z/w", want: "p:x:%2Fy%20z%2Fw"},
 		{method: "GET", path: "/q?k=a%2Fb&k=c&a+b=%E2%82%AC", want: "q:a%2Fb:%E2%82%AC"},
 		{method: "GET", path: "/h", header: []string{"X-User-Id: u 1"}, want: "h:u%201/" + strings.ReplaceAll(host, ":", "%3A")},
-		{method: "POST", path: "/j", body: `{"order":{"items":[{"sku":"a"},{"sku":"b\u00e9"}]},"n":1.50,"ok":true,"s":"x\"y","0":"k"}`, want: "j:b%C3%A9:1.50:true:x%22y:k"},
+		{method: "POST", path: "/j", body: `{"order":{"items":[{"sku":"a"},{"sku":"b\u00e9"}]},"n":1.50,"ok":true,"s":"x\"y","0":"k"}`, want: "j:b%C3%A9:1.5:true:x%22y:k"},
 		// Member names match as encoding/json binds them: case-insensitively.
 		{method: "POST", path: "/j", body: `{"ORDER":{"Items":[{"sku":"a"},{"SKU":"b"}]},"N":1,"Ok":false,"S":"s","0":"k"}`, want: "j:b:1:false:s:k"},
 		{method: "GET", path: "/c", want: "c:u1:42:1.5s"},
