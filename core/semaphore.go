@@ -16,6 +16,7 @@ var (
 	scriptSemAcquire     = script.Register("sem_acquire", "lib_fence", "lib_lease", "lib_attempt", "lib_queue", "lib_sem")
 	scriptSemRelease     = script.Register("sem_release", "lib_fence", "lib_lease", "lib_attempt", "lib_queue", "lib_sem")
 	scriptSemSetPermits  = script.Register("sem_set_permits", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
+	scriptSemPermitsVer  = script.Register("sem_permits_version")
 	scriptSemKeep        = script.Register("sem_keep", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
 	scriptSemAvailable   = script.Register("sem_available")
 	scriptSemLeave       = script.Register("sem_leave", "lib_fence", "lib_lease", "lib_queue", "lib_sem")
@@ -50,16 +51,18 @@ var (
 //
 // A Semaphore is also a Locker: Lock and TryLock take one permit.
 type Semaphore struct {
-	c         *Client
-	k         keys
-	expiry    string // zset holder -> lease deadline (server ms)
-	size      string // permit count stored by SetPermits
-	queue     string // list of waiting holder ids
-	deadlines string // zset holder id -> eviction deadline (server ms)
-	standing  string // hash holder id -> the waiter's standing (lib_sem.lua)
-	chPrefix  string // a waiter's channel is chPrefix + its Client's id
-	permits   int
-	err       error
+	c      *Client
+	k      keys
+	expiry string // zset holder -> lease deadline (server ms)
+	size   string // permit count stored by SetPermits
+	// sizeVersions orders SetPermits calls (sem_permits_version.lua).
+	sizeVersions string
+	queue        string // list of waiting holder ids
+	deadlines    string // zset holder id -> eviction deadline (server ms)
+	standing     string // hash holder id -> the waiter's standing (lib_sem.lua)
+	chPrefix     string // a waiter's channel is chPrefix + its Client's id
+	permits      int
+	err          error
 }
 
 // Semaphore returns the semaphore called name with permits permits.
@@ -70,7 +73,7 @@ type Semaphore struct {
 // permits < 1 makes every call fail (ErrInvalidName, ErrInvalidOption).
 func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	k := newKeys(name)
-	s := &Semaphore{c: c, k: k, expiry: k.sub("expiry"), size: k.sub("size"),
+	s := &Semaphore{c: c, k: k, expiry: k.sub("expiry"), size: k.sub("size"), sizeVersions: k.sub("sizever"),
 		queue: k.sub("queue"), deadlines: k.sub("timeouts"), standing: k.sub("standing"), chPrefix: k.ch + ":",
 		permits: permits, err: validateName(name)}
 	if s.err == nil && permits < 1 {
@@ -138,6 +141,14 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool, opts []LockOp
 // more than the new count fail with ErrInvalidOption. The count is stored
 // without expiry (key keylock:{name}:size); n < 1 fails with
 // ErrInvalidOption.
+//
+// Calls are ordered by a version each draws from Redis first (a second
+// round trip): a count replaces only one set by an earlier call, so a copy
+// of an earlier call that arrives late (go-redis sent it again after a
+// timeout, or the network held it up) never undoes a later one, and of two
+// overlapping calls the one that began later wins. A Redis that loses its
+// data (an empty restart, FLUSHALL) forgets the stored count: each handle
+// uses its own permit count again until SetPermits is called anew.
 func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	if s.err != nil {
 		return s.err
@@ -146,8 +157,12 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 		return fmt.Errorf("%w: semaphore %q needs at least one permit, got %d", ErrInvalidOption, s.k.name, n)
 	}
 	pub, err := s.c.hub.PublishCommand(ctx)
+	if err != nil {
+		return wrapRedis("set permits", s.k.name, err)
+	}
+	ver, err := scriptSemPermitsVer.Run(ctx, s.c.rdb, []string{s.sizeVersions}).Text()
 	if err == nil {
-		err = scriptSemSetPermits.Run(ctx, s.c.rdb, s.scriptKeys(), s.scriptArgs(pub, n)...).Err()
+		err = scriptSemSetPermits.Run(ctx, s.c.rdb, s.scriptKeys(s.sizeVersions), s.scriptArgs(pub, n, ver)...).Err()
 	}
 	return wrapRedis("set permits", s.k.name, err)
 }
