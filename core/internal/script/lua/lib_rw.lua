@@ -168,16 +168,22 @@ local function rw_admit(r, now, self)
         rw_leave_line(r, m)
         return done(true)
       end
-      if wl then
-        rw_grant(r, m, id, wl, tag, function(lease)
-          local token = fence_next(r.fence, r.fence_ttl)
-          hold_take(r.writer, m, token, lease, '1', now, tag or '')
-          return token
-        end, now, granted)
-      else
+      if not wl then
         waiter_push(r.ch, m, tag, 'w ' .. id, r.publish)
+        return done(false)
       end
-      return done(false)
+      if rw_grant(r, m, id, wl, tag, function(lease)
+        local token = fence_next(r.fence, r.fence_ttl)
+        hold_take(r.writer, m, token, lease, '1', now, tag or '')
+        return token
+      end, now, granted) then
+        return done(false)
+      end
+      -- Its attempt is over (it gave up; its leave has not landed yet):
+      -- it is out of line now, and those behind it are served.
+      if redis.call('zscore', r.readers, m) then
+        readers = readers + 1
+      end
     else
       local owner = string.sub(m, 4)
       if m == self then

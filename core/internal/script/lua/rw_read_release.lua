@@ -31,7 +31,9 @@
 -- Returns n >= 0  read holds the owner still has
 --         {n, g…} the same, with the grants made to waiters of the releasing
 --                 Client (ARGV[11])
---         -1      the read hold this lease belongs to is gone: nothing done
+--         -1      the read hold this lease belongs to is gone (released,
+--                 replaced, or its lease ran out): nothing done but
+--                 taking an ended read out and serving the line
 local seen, token = release_seen(KEYS[3], ARGV[5], ARGV[4], ARGV[6])
 if seen then
   return seen
@@ -40,6 +42,30 @@ if redis.call('hexists', KEYS[2], ARGV[1]) == 0 or redis.call('hget', KEYS[2], '
   return release_refused(KEYS[3], ARGV[4])
 end
 local now = now_ms()
+local function line()
+  return {
+    writer = KEYS[4], readers = KEYS[1], rcount = KEYS[2], intents = KEYS[5], fence = KEYS[6],
+    queue = KEYS[7], deadlines = KEYS[8], standing = KEYS[9], ch = KEYS[10],
+    fence_ttl = ARGV[8], claim = tonumber(ARGV[9]), record_ttl = tonumber(ARGV[10]), publish = ARGV[3],
+    self = ARGV[11],
+  }
+end
+local function leave()
+  redis.call('hdel', KEYS[2], ARGV[1], ':' .. ARGV[1], book('w', ARGV[1]), book('f', ARGV[1]), book('g', ARGV[1]))
+  redis.call('zrem', KEYS[1], ARGV[1])
+end
+-- A read whose lease has run out is gone, though no script has pruned it
+-- yet (the keys live on while another reader renews): its holds end here,
+-- and the release is refused. Giving back one of several leases must not
+-- extend a read that already ended.
+local dl = redis.call('zscore', KEYS[1], ARGV[1])
+if not (dl and tonumber(dl) > now) then
+  leave()
+  local gone = line()
+  gone.self = nil -- the reply is the refusal alone: every grant is published
+  rw_admit(gone, now)
+  return release_refused(KEYS[3], ARGV[4])
+end
 local r = {}
 local n = redis.call('hincrby', KEYS[2], ARGV[1], -1)
 if n > 0 then
@@ -62,14 +88,8 @@ if n > 0 then
     redis.call('zadd', KEYS[1], 'XX', now, ARGV[1]) -- its fixed leases have ended
   end
 else
-  redis.call('hdel', KEYS[2], ARGV[1], ':' .. ARGV[1], book('w', ARGV[1]), book('f', ARGV[1]), book('g', ARGV[1]))
-  redis.call('zrem', KEYS[1], ARGV[1])
-  r = {
-    writer = KEYS[4], readers = KEYS[1], rcount = KEYS[2], intents = KEYS[5], fence = KEYS[6],
-    queue = KEYS[7], deadlines = KEYS[8], standing = KEYS[9], ch = KEYS[10],
-    fence_ttl = ARGV[8], claim = tonumber(ARGV[9]), record_ttl = tonumber(ARGV[10]), publish = ARGV[3],
-    self = ARGV[11],
-  }
+  leave()
+  r = line()
   rw_admit(r, now)
 end
 release_done(KEYS[3], n, ARGV[4])
