@@ -19,7 +19,7 @@ var engineScripts = []string{
 	"mutex_release", "mutex_renew", "redlock_acquire", "redlock_fence",
 	"renew_batch", "rw_keep", "rw_leave", "rw_read_acquire", "rw_read_release",
 	"rw_write_acquire", "rw_write_release", "sem_acquire", "sem_available",
-	"sem_keep", "sem_leave", "sem_release", "sem_set_permits",
+	"sem_keep", "sem_leave", "sem_permits_version", "sem_release", "sem_set_permits",
 }
 
 // TestHookNamesEveryScript: the hook learns every script a Client loads
