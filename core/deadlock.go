@@ -244,9 +244,9 @@ func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock || 
 // *DeadlockError, so that one side of a deadlock backs off at once instead
 // of waiting out its budget. Only a Lock whose owner already holds another
 // lock on this Client is checked (a nested Lock under a lease's context, or
-// under WithOwner); it inspects every lock matching glob (List and
-// InspectNames) when it starts to wait and about once a second while it
-// waits, so keep glob narrow. Of the owners in a cycle, the one with the
+// under WithOwner); it inspects the locks matching glob that have waiters
+// (a SCAN of the keyspace, then one script per such lock) when it starts to
+// wait and about once a second while it waits, so keep glob narrow. Of the owners in a cycle, the one with the
 // largest owner id is refused, so that exactly one side backs off.
 // The other waits of the cycle must stand in a line Redis keeps (a mutex's
 // or fair lock's queue, an RW lock's or a semaphore's line) to be seen; the checked Lock
@@ -271,7 +271,9 @@ func (a *attempt) deadlockCheck(ctx context.Context) (nested bool, err error) {
 	}
 	a.deadlockAt = time.Now()
 	owner := a.info.Owner
-	names, err := c.List(ctx, c.cfg.deadlockGlob)
+	// Every other wait of a cycle stands in a line, so only the locks with
+	// one, and the lock this wait is for, can be in it.
+	names, err := c.listWaited(ctx, c.cfg.deadlockGlob)
 	if err != nil {
 		return true, nil
 	}

@@ -312,3 +312,47 @@ func (c *scriptCount) count(cmd redis.Cmder) {
 		c.n.Add(1)
 	}
 }
+
+// TestDeadlockCheckInspectsOnlyWaitedLocks: the check reads the locks that
+// have waiters, not every lock its glob matches (it inspected each of them
+// about once a second for every checked waiter).
+func TestDeadlockCheckInspectsOnlyWaitedLocks(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	others := newLocks(t, rdb)
+	for i := range 100 {
+		mustLock(t, others.Mutex(fmt.Sprintf("dl5:held:%d", i)), ctx)
+	}
+	var scripts scriptCount
+	hooked := srv.NewClient(t)
+	hooked.AddHook(&scripts)
+	a := newLocks(t, hooked, core.WithDeadlockCheck("dl5:*"))
+	b := newLocks(t, hooked, core.WithDeadlockCheck("dl5:*"))
+	la := mustLock(t, a.FairMutex("dl5:x"), ctx)
+	lb := mustLock(t, b.FairMutex("dl5:y"), ctx)
+	before := scripts.n.Load()
+	errs := make(chan error, 2)
+	go func() {
+		l, err := a.FairMutex("dl5:y").Lock(la.Context())
+		if err == nil {
+			err = l.Unlock(context.Background())
+		}
+		errs <- err
+	}()
+	go func() {
+		l, err := b.FairMutex("dl5:x").Lock(lb.Context())
+		if err == nil {
+			err = l.Unlock(context.Background())
+		}
+		errs <- err
+	}()
+	if err := <-errs; !errors.Is(err, core.ErrDeadlock) {
+		t.Fatalf("first of the two waits: %v, want ErrDeadlock", err)
+	}
+	if n := scripts.n.Load() - before; n > 30 {
+		t.Errorf("%d scripts until the deadlock was refused, with 100 more locks held but not waited for; want at most 30", n)
+	}
+	mustUnlock(t, la)
+	mustUnlock(t, lb)
+	<-errs
+}
