@@ -14,10 +14,11 @@
 //     context, Guard.Release (a fresh bounded context, never the request's);
 //   - on failure: Guard.FailsOpen says whether to run the handler unlocked,
 //     otherwise Classify says what to answer, and RetryHint what to tell a
-//     caller who found the key busy.
+//     caller who found the key busy. Guard.Enter does both: it returns the
+//     handler's context (the lease's, or failing open) or the error.
 //
 // WithAttempt gives each attempt of a job (or each stream) an owner of its
-// own; Lead runs a job adapter's periodic work only while its process
+// own; Suggest points a start-up error at the name that was meant; Lead runs a job adapter's periodic work only while its process
 // leads a core.Election; Must turns New's configuration error into the
 // start-up panic of Middleware, Wrap and …Interceptor. The package imports
 // core and keytmpl only: no transport.

@@ -99,6 +99,23 @@ func (g *Guard[R]) Acquire(ctx context.Context, r R) (*core.Lease, error) {
 	return lk.TryLock(ctx, g.opts...)
 }
 
+// Enter is Acquire for a handler about to run: it returns the context to
+// run the handler under and the lease to Release when it returns. That is
+// the lease's context; or, when the policy fails open (FailsOpen), ctx
+// recording the error (WithFailedOpen) and a nil lease, which Release
+// ignores. Otherwise it returns Acquire's error, to be answered as
+// Classify says.
+func (g *Guard[R]) Enter(ctx context.Context, r R) (context.Context, *core.Lease, error) {
+	lease, err := g.Acquire(ctx, r)
+	switch {
+	case err == nil:
+		return lease.Context(), lease, nil
+	case g.FailsOpen(err):
+		return WithFailedOpen(ctx, err), nil, nil
+	}
+	return nil, nil, err
+}
+
 // FailsOpen reports whether the policy runs the handler without the lock
 // after Acquire failed with err: WithFailOpen was set and Redis could not
 // be reached (ClassUnavailable).

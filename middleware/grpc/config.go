@@ -32,8 +32,9 @@ type config struct {
 	policy  adapter.Policy
 	sources keytmpl.Sources[*call]
 
-	rules    []methodRule // WithMethod rules
-	inMethod bool         // applying a WithMethod rule's own options
+	rules        []methodRule // WithMethod rules
+	inMethod     bool         // applying a WithMethod rule's own options
+	unregistered bool         // AllowUnregistered: accept a service protoregistry does not know
 }
 
 // methodRule is one WithMethod: the template and options for one method.
@@ -59,10 +60,11 @@ type methodRule struct {
 // opts apply to this method only (kind, wait, lease time, fail-open,
 // release timeout, sources), on top of the options given beside WithMethod,
 // which they may override. Methods without a rule are not locked. Giving
-// the same method two rules is an error, and so is a method its service
-// does not have when the service is registered (generated code registers
-// it), so a typo does not leave a method unlocked. WithMethod cannot be
-// nested.
+// the same method two rules is an error, and so, so that a typo does not
+// leave a method unlocked, is a method whose service is not registered in
+// protoregistry.GlobalFiles (generated code registers it when its package
+// is imported; see AllowUnregistered for a service served without it) or
+// whose service does not have it. WithMethod cannot be nested.
 func WithMethod(fullMethod, template string, opts ...Option) Option {
 	return func(c *config) {
 		if c.inMethod {
@@ -150,4 +152,19 @@ func WithLeaseTime(d time.Duration) Option {
 // not running. Default false: fail closed.
 func WithFailOpen(open bool) Option {
 	return func(c *config) { c.policy.SetFailOpen(open) }
+}
+
+// AllowUnregistered accepts a rule whose method's service is not in
+// protoregistry.GlobalFiles, which New otherwise refuses (a typo in the
+// service or package part of a method name would leave the real method
+// unlocked). Use it for a service this binary serves without its
+// generated protobuf code: through grpc.UnknownServiceHandler (a proxy),
+// with another codec, or from code that registers elsewhere (gogo). Such a
+// rule's {req.*} fields are looked up per call (a wrong field is then a
+// missing value, InvalidArgument on every call), and nothing checks its
+// method name: spell it as grpc.UnaryServerInfo.FullMethod does. Given
+// beside WithMethod it applies to every rule, inside one to that rule; a
+// registered service is checked all the same. Default: off.
+func AllowUnregistered() Option {
+	return func(c *config) { c.unregistered = true }
 }

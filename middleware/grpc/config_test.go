@@ -51,6 +51,16 @@ func TestBadConfigFailsAtStartup(t *testing.T) {
 		{"negative release timeout in a rule", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithReleaseTimeout(-1))}, `WithReleaseTimeout(-1ns) must not be negative`},
 		{"nested rule", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.WithMethod(mBuy, "x"))}, `cannot be nested`},
 		{"typo in a registered service's method", []grpclock.Option{grpclock.WithMethod("/keylock.grpclock.test.v1.Shop/Buyy", "buy:{req.item_id}")}, `service keylock.grpclock.test.v1.Shop has no method "Buyy"`},
+		{"typo in a service's name", []grpclock.Option{grpclock.WithMethod("/keylock.grpclock.test.v1.Shopp/Buy", "buy:{req.item_id}")},
+			`service keylock.grpclock.test.v1.Shopp is not registered (did you mean keylock.grpclock.test.v1.Shop?)`},
+		{"typo in a service's package", []grpclock.Option{grpclock.WithMethod("/keylock.grpclock.tset.v1.Shop/Buy", "buy:{req.item_id}")},
+			`service keylock.grpclock.tset.v1.Shop is not registered: import its generated package`},
+		// A template that reads no request field needs no request type,
+		// but the typo leaves the real method unlocked all the same.
+		{"typo in a service's name, metadata only", []grpclock.Option{grpclock.WithMethod("/keylock.grpclock.test.v1.Shopp/Buy", "buy:{md.x-user-id}:{method}")},
+			`service keylock.grpclock.test.v1.Shopp is not registered`},
+		{"unregistered service beside a registered one", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}"), grpclock.WithMethod("/unregistered.v1.Svc/Do", "do:{md.x}")},
+			`method "/unregistered.v1.Svc/Do": service unregistered.v1.Svc is not registered`},
 		{"read and write", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.Read(), grpclock.Write())}, `conflicts with WithKind(read): choose one lock kind`},
 		{"semaphore and fair", []grpclock.Option{grpclock.WithMethod(mBuy, "buy:{req.item_id}", grpclock.Semaphore(2), grpclock.Fair())}, `WithKind(fair) conflicts with Semaphore(2)`},
 		{"source shadows req", []grpclock.Option{grpclock.WithSource("req", src)}, `"req" is a built-in source`},
@@ -81,10 +91,22 @@ func TestBadConfigFailsAtStartup(t *testing.T) {
 	if _, err := grpclock.New(nil); err == nil {
 		t.Error("New(nil) succeeded, want an error")
 	}
-	// Methods that are not registered can still have rules: their {req.*}
-	// fields are looked up per call.
-	if _, err := grpclock.New(locks, grpclock.WithMethod("/unregistered.v1.Svc/Do", "do:{req.anything.at.all}")); err != nil {
-		t.Errorf("rule on an unregistered method: %v, want success", err)
+	// A service that is not registered (served through a proxy's
+	// UnknownServiceHandler, or with another codec) takes an explicit
+	// AllowUnregistered, for one rule or for all; its {req.*} fields are
+	// looked up per call.
+	for _, opts := range [][]grpclock.Option{
+		{grpclock.WithMethod("/unregistered.v1.Svc/Do", "do:{req.anything.at.all}", grpclock.AllowUnregistered())},
+		{grpclock.AllowUnregistered(), grpclock.WithMethod("/unregistered.v1.Svc/Do", "do:{md.x}"), grpclock.WithMethod(mBuy, "buy:{req.item_id}")},
+	} {
+		if _, err := grpclock.New(locks, opts...); err != nil {
+			t.Errorf("rule on an unregistered method with AllowUnregistered: %v, want success", err)
+		}
+	}
+	// AllowUnregistered does not switch the checks off for a registered
+	// service.
+	if _, err := grpclock.New(locks, grpclock.AllowUnregistered(), grpclock.WithMethod(mBuy, "buy:{req.itemid}")); err == nil {
+		t.Error("AllowUnregistered with a wrong field of a registered method: success, want the start-up error")
 	}
 }
 

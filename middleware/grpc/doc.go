@@ -26,6 +26,16 @@
 // UnaryServerInterceptor and StreamServerInterceptor panic with it, so a bad
 // template stops the server at start-up, never a call.
 //
+// So is a method name the server cannot have: the method's service must be
+// registered in protoregistry.GlobalFiles (the generated package registers
+// it when imported) and have that method, or a typo in any part of the
+// name ("/shop.v1.Shopp/Buy") would leave the real method unlocked; the
+// error names the closest registered services of the package. This holds
+// whatever the template reads, {md.*} alone included. A service served
+// without its generated code (a proxy's grpc.UnknownServiceHandler,
+// another codec, gogo) takes AllowUnregistered, which gives up this check
+// and the start-up check of its {req.*} fields.
+//
 // # Placeholders
 //
 //   - {req.<dotted.field>}: a field of the request message, by its protobuf
@@ -38,8 +48,8 @@
 //     does not know). An unset field with explicit presence (a message, a
 //     oneof member, proto3 optional) is missing; a proto3 scalar without
 //     presence reads as its value, so 0 gives "0" and "" fails as empty.
-//     When the method's proto is registered (generated code registers
-//     itself when imported) field paths are checked at start-up.
+//     Field paths are checked at start-up against the registered request
+//     message (per call, as missing values, under AllowUnregistered).
 //     For a stream, the fields are those of its first message.
 //   - {md.<key>}: the first value of an incoming metadata key (matched
 //     lower-case).

@@ -10,6 +10,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/keylock/keylock/core"
@@ -70,8 +71,10 @@ func ExampleNew() {
 	_ = srv
 }
 
-// A bad template is reported when the interceptors are built, naming the
-// method and the offending placeholder.
+// A bad template, or a typo in a method's name, is reported when the
+// interceptors are built, naming the method and the offending part. (The
+// health service is registered by importing its generated package, as
+// yours is by importing its own.)
 func ExampleNew_startupError() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"}) // not dialled
 	defer rdb.Close()
@@ -79,10 +82,14 @@ func ExampleNew_startupError() {
 	defer locks.Close()
 
 	_, err := grpclock.New(locks,
-		grpclock.WithMethod("/shop.v1.Shop/Buy", "buy:{req.item_id}:{header.x-user-id}"))
+		grpclock.WithMethod(healthpb.Health_Check_FullMethodName, "check:{req.service}:{header.x-user-id}"))
+	fmt.Println(err)
+	_, err = grpclock.New(locks,
+		grpclock.WithMethod("/grpc.health.v1.Helth/Check", "check:{req.service}"))
 	fmt.Println(err)
 	// Output:
-	// grpclock: method "/shop.v1.Shop/Buy": keylock: template "buy:{req.item_id}:{header.x-user-id}": placeholder {header.x-user-id}: unknown source "header" (known: md, method, req; add others with WithSource)
+	// grpclock: method "/grpc.health.v1.Health/Check": keylock: template "check:{req.service}:{header.x-user-id}": placeholder {header.x-user-id}: unknown source "header" (known: md, method, req; add others with WithSource)
+	// grpclock: method "/grpc.health.v1.Helth/Check": service grpc.health.v1.Helth is not registered (did you mean grpc.health.v1.Health?): import its generated package, or give the rule AllowUnregistered() if it is served without one
 }
 
 // grpclock selects methods itself; go-grpc-middleware's selector can switch

@@ -30,11 +30,13 @@ type rule struct {
 
 // New checks the options and builds the interceptors. It returns an error
 // naming the method and the offending part for a malformed template, an
-// unknown placeholder source, a method its registered service does not
-// have, a {req.*} field the method's request message does not have (both
-// checked when the method's proto is registered, as generated code does),
-// an invalid, conflicting or unimplemented lock kind, an invalid option,
-// or a method named twice. Nil options are ignored.
+// unknown placeholder source, a method whose service is not registered in
+// protoregistry.GlobalFiles (generated code registers it when imported;
+// the error names the closest registered services of its package; see
+// AllowUnregistered), a method its service does not have, a {req.*} field
+// the method's request message does not have, an invalid, conflicting or
+// unimplemented lock kind, an invalid option, or a method named twice. Nil
+// options are ignored.
 func New(locks *core.Client, opts ...Option) (*Interceptors, error) {
 	if locks == nil {
 		return nil, errors.New("grpclock: nil *core.Client")
@@ -65,7 +67,7 @@ func newRule(locks *core.Client, method, template string, cfg *config) (*rule, e
 	if err := cfg.policy.Err(); err != nil {
 		return nil, err
 	}
-	in, err := inputType(method)
+	in, err := inputType(method, cfg.unregistered)
 	if err != nil {
 		return nil, err
 	}
@@ -111,15 +113,12 @@ func (i *Interceptors) unary(ctx context.Context, req any, info *grpc.UnaryServe
 	if r == nil {
 		return handler(ctx, req)
 	}
-	lease, openErr, err := r.lock(ctx, &call{ctx: ctx, method: info.FullMethod, req: req})
+	hctx, lease, err := r.enter(ctx, &call{ctx: ctx, method: info.FullMethod, req: req})
 	if err != nil {
 		return nil, err
 	}
-	if lease == nil { // failed open
-		return handler(adapter.WithFailedOpen(ctx, openErr), req)
-	}
-	defer r.g.Release(lease.Context(), lease)
-	return handler(lease.Context(), req)
+	defer r.g.Release(hctx, lease) // a nil lease (failed open): nothing to release
+	return handler(hctx, req)
 }
 
 // Stream returns the stream server interceptor.
@@ -154,30 +153,23 @@ func (i *Interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 		return handler(srv, s)
 	}
 	ctx := ss.Context()
-	lease, openErr, err := r.lock(ctx, &call{ctx: ctx, method: info.FullMethod})
+	hctx, lease, err := r.enter(ctx, &call{ctx: ctx, method: info.FullMethod})
 	if err != nil {
 		return err
 	}
-	if lease == nil { // failed open
-		return handler(srv, &leasedStream{ServerStream: ss, ctx: adapter.WithFailedOpen(ctx, openErr)})
-	}
-	defer r.g.Release(lease.Context(), lease)
-	return handler(srv, &leasedStream{ServerStream: ss, ctx: lease.Context()})
+	defer r.g.Release(hctx, lease)
+	return handler(srv, &leasedStream{ServerStream: ss, ctx: hctx})
 }
 
-// lock takes the call's lock under ctx. It returns the call's status error
-// on failure, and a nil lease with a nil error when the rule fails open.
-//
-// openErr is the error for which the rule failed open (nil lease, nil err).
-func (r *rule) lock(ctx context.Context, c *call) (lease *core.Lease, openErr, err error) {
-	lease, err = r.g.Acquire(ctx, c)
-	switch {
-	case err == nil:
-		return lease, nil, nil
-	case r.g.FailsOpen(err):
-		return nil, err, nil
+// enter takes the call's lock under ctx (adapter.Guard.Enter): it returns
+// the handler's context — the lease's, or ctx recording why the rule
+// failed open, with a nil lease — or the call's status error.
+func (r *rule) enter(ctx context.Context, c *call) (context.Context, *core.Lease, error) {
+	hctx, lease, err := r.g.Enter(ctx, c)
+	if err != nil {
+		return nil, nil, r.status(err)
 	}
-	return nil, nil, r.status(err)
+	return hctx, lease, nil
 }
 
 // LeaseFrom returns the lease a locked handler runs under, from its

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/keytmpl"
 )
 
@@ -156,17 +157,23 @@ func formatField(fd protoreflect.FieldDescriptor, v protoreflect.Value) (string,
 }
 
 // inputType returns the request message type of fullMethod
-// ("/pkg.Service/Method") if the method is registered, nil if its service
-// is not, and an error if the name is malformed or the registered service
-// has no such method.
-func inputType(fullMethod string) (protoreflect.MessageDescriptor, error) {
+// ("/pkg.Service/Method") if the method is registered. If its service is
+// not, it returns nil when unregistered (AllowUnregistered) allows that, and
+// otherwise an error naming the closest services of its package; it also
+// fails if the name is malformed or the registered service has no such
+// method.
+func inputType(fullMethod string, unregistered bool) (protoreflect.MessageDescriptor, error) {
 	svc, method, ok := splitMethod(fullMethod)
 	if !ok {
 		return nil, errors.New(`not a full method name: want "/package.Service/Method"`)
 	}
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
-	if err != nil {
-		return nil, nil // not registered: {req.*} fields are looked up per call
+	switch {
+	case err != nil && unregistered:
+		return nil, nil // {req.*} fields are looked up per call
+	case err != nil:
+		return nil, fmt.Errorf("service %s is not registered%s: import its generated package, or give the rule AllowUnregistered() if it is served without one",
+			svc, adapter.Suggest(svc, services(protoreflect.FullName(svc).Parent())))
 	}
 	sd, ok := d.(protoreflect.ServiceDescriptor)
 	if !ok {
@@ -181,6 +188,17 @@ func inputType(fullMethod string) (protoreflect.MessageDescriptor, error) {
 		return nil, fmt.Errorf("service %s has no method %q (it has %s)", svc, method, strings.Join(names, ", "))
 	}
 	return md.Input(), nil
+}
+
+// services lists the full names of the registered services of package pkg.
+func services(pkg protoreflect.FullName) (names []string) {
+	protoregistry.GlobalFiles.RangeFilesByPackage(pkg, func(f protoreflect.FileDescriptor) bool {
+		for i := range f.Services().Len() {
+			names = append(names, string(f.Services().Get(i).FullName()))
+		}
+		return true
+	})
+	return names
 }
 
 // splitMethod splits "/pkg.Service/Method" into its service and method.

@@ -23,7 +23,7 @@ import (
 // TestRequestFieldValues checks how each kind of field reads as a key value.
 func TestRequestFieldValues(t *testing.T) {
 	const buy = "/keylock.grpclock.test.v1.Shop/Buy"
-	in, err := inputType(buy)
+	in, err := inputType(buy, false)
 	if in == nil {
 		t.Fatalf("inputType(%q) = nil, %v; want the registered BuyRequest", buy, err)
 	}
@@ -81,7 +81,7 @@ func TestStatusMapping(t *testing.T) {
 	locks := core.New(rdb)
 	t.Cleanup(func() { _ = locks.Close() })
 	newTestRule := func(opts ...Option) *rule {
-		cfg := &config{sources: keytmpl.NewSources(builtinSources(nil))}
+		cfg := &config{sources: keytmpl.NewSources(builtinSources(nil)), unregistered: true} // x.v1.Svc is nowhere
 		adapter.Apply(cfg, opts)
 		r, err := newRule(locks, "/x.v1.Svc/Do", "k:{req.id}", cfg)
 		if err != nil {

@@ -13,7 +13,8 @@ import (
 )
 
 // leasedStream is a stream whose lock was taken before the handler started:
-// its context is the lease's.
+// its context is the lease's (or, failing open, records why it runs
+// unlocked).
 type leasedStream struct {
 	grpc.ServerStream
 	ctx context.Context // the lease's context (grpc's wrapped-stream idiom)
@@ -84,7 +85,7 @@ func (s *firstMsgStream) RecvMsg(m any) error {
 	if err == io.EOF {
 		c.req = nil // no first message: {req.*} placeholders are missing
 	}
-	lease, _, lerr := s.r.lock(s.ctx, c)
+	_, lease, lerr := s.r.enter(s.ctx, c) // failing open: no lease, and not recorded
 
 	s.mu.Lock()
 	if s.done { // the handler returned while this RecvMsg was locking
