@@ -15,7 +15,10 @@
 //   - on failure: Guard.FailsOpen says whether to run the handler unlocked,
 //     otherwise Classify says what to answer, and RetryHint what to tell a
 //     caller who found the key busy. Guard.Enter does both: it returns the
-//     handler's context (the lease's, or failing open) or the error.
+//     handler's context (the lease's, or failing open) or the error;
+//   - after the handler: LockLost says whether its lock ended under it, so
+//     that a handler that gave up without answering is answered "lock lost"
+//     (HTTP 503, gRPC Unavailable, a job error naming the loss).
 //
 // WithAttempt gives each attempt of a job (or each stream) an owner of its
 // own; Suggest points a start-up error at the name that was meant; Lead runs a job adapter's periodic work only while its process

@@ -143,10 +143,8 @@ func (l *taskLock) process(ctx context.Context, t *asynq.Task, next asynq.Handle
 
 	lctx := lease.Context()
 	err = next.ProcessTask(lctx, t)
-	if err != nil && !errors.Is(err, core.ErrLockLost) {
-		if cause := context.Cause(lctx); errors.Is(cause, core.ErrLockLost) || errors.Is(cause, core.ErrClosed) {
-			err = fmt.Errorf("asynqlock: task %q: lock %s lost while the handler ran (%w): %w", t.Type(), l.g.Template(), cause, err)
-		}
+	if lost := adapter.LockLost(lctx); lost != nil && err != nil && !errors.Is(err, core.ErrLockLost) {
+		err = fmt.Errorf("asynqlock: task %q: lock %s lost while the handler ran (%w): %w", t.Type(), l.g.Template(), lost, err)
 	}
 	return err
 }

@@ -41,7 +41,10 @@
 // attempt may still be running while the retry starts, and the two must
 // not share the lock. The handler runs under the lease's context: the
 // client's watchdog keeps the lock for as long as the handler runs, and a
-// lost lock cancels the handler's context with cause core.ErrLockLost.
+// lost lock cancels the handler's context with cause core.ErrLockLost
+// (core.ErrClosed if the core.Client is closed); an error the handler then
+// returns is wrapped to name the loss (asynq retries it), while nil — the
+// handler finished anyway — stays nil.
 // Locks taken under that context with the same name re-enter, and
 // [LeaseFrom] returns the lease (for its fencing token). The lock is
 // released when the handler returns (or panics), under a fresh bounded

@@ -131,11 +131,15 @@ func WithBusyHandler(f func(c *gin.Context, err error)) Option {
 // keytmpl.ErrSourceFailed), 503 (Redis is unreachable, fail closed), 504 (the
 // request's own deadline passed while waiting) or 499 (the client went away
 // while waiting). The chain is already aborted and err is already recorded
-// with c.Error: f only writes the response. Default: the status with a JSON
-// body {"error":"invalid_key","placeholder":…,"reason":…,"message":…} for
-// 400, {"error":"lock_source_failed"} for 500, {"error":"lock_unavailable"}
-// for 503, {"error":"lock_timeout"} for 504, and no body for 499. A nil f
-// is a start-up error.
+// with c.Error: f only writes the response. f is also called once the chain
+// has returned, with 503 and an error matching core.ErrLockLost
+// (core.ErrClosed if the core.Client was closed), when the lock was lost
+// while the handler ran and the chain answered nothing (nothing written, the
+// status left at 200). Default: the status with a JSON body
+// {"error":"invalid_key","placeholder":…,"reason":…,"message":…} for 400,
+// {"error":"lock_source_failed"} for 500, {"error":"lock_unavailable"} for
+// 503 ({"error":"lock_lost"} for a lost lock), {"error":"lock_timeout"} for
+// 504, and no body for 499. A nil f is a start-up error.
 func WithErrorHandler(f func(c *gin.Context, status int, err error)) Option {
 	return func(c *config) {
 		if f == nil {

@@ -52,6 +52,7 @@
 //	Redis unreachable                   503 Service Unavailable (WithFailOpen: the chain runs unlocked)
 //	request deadline hit while waiting  504 Gateway Timeout, {"error":"lock_timeout"}
 //	client gone while waiting           499, no body
+//	lock lost while the handler ran     503, {"error":"lock_lost"}, if the handler answered nothing
 //
 // Retry-After is the holder's remaining lease as Redis reports it, capped at
 // adapter.MaxRetryHint (1s) and rounded up to whole seconds, so it is 1: a lock
@@ -73,8 +74,13 @@
 //
 // c.Request carries the lease's context (core.Lease.Context): it is
 // cancelled with cause core.ErrLockLost if the lock is lost (so long work
-// stops before someone else gets the lock), and it carries the lock's owner,
-// so locking the same name under it re-enters instead of deadlocking. Use
+// stops before someone else gets the lock; core.ErrClosed if the
+// core.Client is closed). A chain that returns after the loss without
+// answering — nothing written, the status left at 200 — is answered 503
+// {"error":"lock_lost"} (WithErrorHandler's) instead of an empty 200; an
+// answer it wrote or a status it set is kept. The context carries the
+// lock's owner, so locking the same name under it re-enters instead of
+// deadlocking. Use
 // c.Request.Context(), not c itself, as the context (gin.Context only
 // forwards to the request's context with gin.Engine.ContextWithFallback).
 // LeaseFrom gives the lease, e.g. for its fencing token. The original

@@ -89,6 +89,11 @@ func (m *middleware) handle(c *gin.Context) {
 	}()
 	c.Request = orig.WithContext(lease.Context())
 	c.Next()
+	// A handler that gave up without answering (gin sends a status left
+	// at 200 only when the chain returns): not an empty 200.
+	if lost := adapter.LockLost(lease.Context()); lost != nil && !c.Writer.Written() && c.Writer.Status() == http.StatusOK {
+		m.cfg.onError(c, http.StatusServiceUnavailable, lost)
+	}
 }
 
 // refuse answers a request whose lock could not be taken; every refusal

@@ -576,6 +576,50 @@ func TestLostLockCancelsHandler(t *testing.T) {
 	}
 }
 
+// A handler that returns without answering once its lock was lost is
+// answered 503 {"error":"lock_lost"}, not an empty 200; one that set a
+// status or wrote keeps its answer.
+func TestLostLockWithoutAnswerIs503(t *testing.T) {
+	e := newEnv(t, core.WithWatchdogTimeout(300*time.Millisecond))
+	entered := make(chan string, 1)
+	r := gin.New()
+	r.POST("/jobs/:id", ginlock.Middleware(e.Locks, "job:{path.id}"), func(c *gin.Context) {
+		l, _ := ginlock.LeaseFrom(c)
+		entered <- l.Name()
+		select {
+		case <-c.Request.Context().Done():
+		case <-time.After(10 * time.Second):
+			t.Error("handler context not cancelled within 10s")
+		}
+		switch c.Query("then") {
+		case "status":
+			c.Status(http.StatusAccepted)
+		case "write":
+			c.String(http.StatusOK, "done anyway")
+		}
+	})
+	s := serve(t, r)
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/jobs/1", http.StatusServiceUnavailable, `{"error":"lock_lost"}`},
+		{"/jobs/2?then=status", http.StatusAccepted, ""},
+		{"/jobs/3?then=write", http.StatusOK, "done anyway"},
+	} {
+		done := make(chan reply, 1)
+		go func() { done <- s.do(context.Background(), http.MethodPost, tc.path, "") }()
+		name := <-entered
+		if err := e.RDB.Del(context.Background(), "keylock:{"+name+"}").Err(); err != nil {
+			t.Fatalf("DEL the lock behind the handler's back: %v", err)
+		}
+		if got := <-done; got.status != tc.status || got.body != tc.body {
+			t.Errorf("POST %s after the lock was lost: status %d, body %q; want %d %q", tc.path, got.status, got.body, tc.status, tc.body)
+		}
+	}
+}
+
 func TestHandlerReentersItsLock(t *testing.T) {
 	e := newEnv(t)
 	r := gin.New()

@@ -68,6 +68,8 @@
 //	Redis unreachable or the core.Client closed  Unavailable (or the handler runs unlocked with FailOpen)
 //	caller's deadline passed while waiting       DeadlineExceeded
 //	caller cancelled while waiting               Canceled
+//	lock lost while the handler ran, and the     Unavailable + ErrorInfo{Reason: LOCK_LOST}
+//	handler gave up (see below)
 //
 // RetryInfo.RetryDelay is the holder's remaining lease as Redis reported it,
 // capped at adapter.MaxRetryHint (1s; 1s too when unknown). ErrorInfo has Domain "keylock" and the template in its
@@ -77,10 +79,18 @@
 // # The handler's context
 //
 // The handler runs under the lease's context: it is cancelled with cause
-// core.ErrLockLost if the lock is lost while the handler runs, and it
-// carries the lock's owner, so a nested lock on the same key re-enters. The
-// lock is released when the handler returns, under a fresh context bounded
-// by WithReleaseTimeout (the call's own may be cancelled by then).
+// core.ErrLockLost if the lock is lost while the handler runs (core.ErrClosed
+// if the core.Client is closed), and it carries the lock's owner, so a
+// nested lock on the same key re-enters. The lock is released when the
+// handler returns, under a fresh context bounded by WithReleaseTimeout (the
+// call's own may be cancelled by then).
+//
+// A handler that returns after its lock was lost with its context's error
+// (which grpc-go would send as Canceled "context canceled"), or any error
+// that is not a gRPC status, is answered Unavailable "lock lost" with
+// ErrorInfo reason LOCK_LOST, unary and stream alike: the caller may retry.
+// A reply, or a status error of the handler's own other than Canceled and
+// DeadlineExceeded, is kept: the handler answered.
 //
 // # Beside selector
 //

@@ -105,7 +105,9 @@ func StreamServerInterceptor(locks *core.Client, opts ...Option) grpc.StreamServ
 // lease's context — cancelled with cause core.ErrLockLost if the lock is
 // lost, and carrying the lock's owner, so nested locks on the same key
 // re-enter — and the lock is released when the handler returns, under a
-// fresh context bounded by WithReleaseTimeout.
+// fresh context bounded by WithReleaseTimeout. A handler that gives up after
+// its lock was lost (it returns its context's error, or an error that is
+// not a status) is answered Unavailable with reason LOCK_LOST.
 func (i *Interceptors) Unary() grpc.UnaryServerInterceptor { return i.unary }
 
 func (i *Interceptors) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -113,12 +115,13 @@ func (i *Interceptors) unary(ctx context.Context, req any, info *grpc.UnaryServe
 	if r == nil {
 		return handler(ctx, req)
 	}
-	hctx, lease, err := r.enter(ctx, &call{ctx: ctx, method: info.FullMethod, req: req})
+	hctx, lease, err := r.g.Enter(ctx, &call{ctx: ctx, method: info.FullMethod, req: req})
 	if err != nil {
-		return nil, err
+		return nil, r.status(err)
 	}
 	defer r.g.Release(hctx, lease) // a nil lease (failed open): nothing to release
-	return handler(hctx, req)
+	resp, err := handler(hctx, req)
+	return resp, r.lost(hctx, err)
 }
 
 // Stream returns the stream server interceptor.
@@ -135,7 +138,9 @@ func (i *Interceptors) unary(ctx context.Context, req any, info *grpc.UnaryServe
 // start, a context that carries the owner the lock is taken for (nested
 // locks re-enter) and is cancelled with the lease's cause (core.ErrLockLost)
 // if the lock is lost; code that runs before the first RecvMsg runs without
-// the lock. Either way the lock is released when the handler returns.
+// the lock. Either way the lock is released when the handler returns, and
+// a handler that gives up after its lock was lost is answered Unavailable
+// with reason LOCK_LOST, as in Unary.
 func (i *Interceptors) Stream() grpc.StreamServerInterceptor { return i.stream }
 
 func (i *Interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
@@ -146,6 +151,7 @@ func (i *Interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	if r.needsMsg {
 		s := newFirstMsgStream(ss, r, info.FullMethod)
 		defer func() { // also when the handler panics: the lock is released
+			err = r.lost(s.ctx, err) // before finish ends s.ctx
 			if lerr := s.finish(); lerr != nil {
 				err = lerr
 			}
@@ -153,23 +159,12 @@ func (i *Interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 		return handler(srv, s)
 	}
 	ctx := ss.Context()
-	hctx, lease, err := r.enter(ctx, &call{ctx: ctx, method: info.FullMethod})
+	hctx, lease, err := r.g.Enter(ctx, &call{ctx: ctx, method: info.FullMethod})
 	if err != nil {
-		return err
+		return r.status(err)
 	}
 	defer r.g.Release(hctx, lease)
-	return handler(srv, &leasedStream{ServerStream: ss, ctx: hctx})
-}
-
-// enter takes the call's lock under ctx (adapter.Guard.Enter): it returns
-// the handler's context — the lease's, or ctx recording why the rule
-// failed open, with a nil lease — or the call's status error.
-func (r *rule) enter(ctx context.Context, c *call) (context.Context, *core.Lease, error) {
-	hctx, lease, err := r.g.Enter(ctx, c)
-	if err != nil {
-		return nil, nil, r.status(err)
-	}
-	return hctx, lease, nil
+	return r.lost(hctx, handler(srv, &leasedStream{ServerStream: ss, ctx: hctx}))
 }
 
 // LeaseFrom returns the lease a locked handler runs under, from its

@@ -1,6 +1,7 @@
 package grpclock
 
 import (
+	"context"
 	"errors"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -30,6 +31,10 @@ const (
 	// ReasonSourceFailed: a custom key source of the server failed
 	// (Internal): a value that cannot be a key, not the caller's fault.
 	ReasonSourceFailed = "LOCK_SOURCE_FAILED"
+	// ReasonLockLost: the lock was lost (or the core.Client closed) while
+	// the handler ran, and the handler gave up without an answer of its own
+	// (Unavailable).
+	ReasonLockLost = "LOCK_LOST"
 )
 
 // status turns an error from rendering or locking into the call's status.
@@ -49,6 +54,19 @@ func (r *rule) status(err error) error {
 		return withDetails(status.New(codes.Internal, "keylock: a key source failed for "+r.quoted), r.info(ReasonSourceFailed))
 	}
 	return withDetails(status.New(codes.Unavailable, "keylock: lock service unavailable for "+r.quoted), r.info(ReasonUnavailable))
+}
+
+// lost is the call's answer once the handler returned err under ctx: when
+// ctx ended because the lock did (adapter.LockLost: lost, or the
+// core.Client closed), a handler that gave up — an error that is not a
+// status, or a Canceled or DeadlineExceeded status, which grpc-go makes of
+// ctx.Err() — gets Unavailable LOCK_LOST; a reply or a status of the
+// handler's own is kept.
+func (r *rule) lost(ctx context.Context, err error) error {
+	if st, ok := status.FromError(err); err == nil || adapter.LockLost(ctx) == nil || ok && st.Code() != codes.Canceled && st.Code() != codes.DeadlineExceeded {
+		return err
+	}
+	return withDetails(status.New(codes.Unavailable, "keylock: lock "+r.quoted+" lost while the handler ran"), r.info(ReasonLockLost))
 }
 
 // busy is Aborted (ResourceExhausted for a semaphore) with RetryInfo set to

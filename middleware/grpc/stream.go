@@ -85,7 +85,7 @@ func (s *firstMsgStream) RecvMsg(m any) error {
 	if err == io.EOF {
 		c.req = nil // no first message: {req.*} placeholders are missing
 	}
-	_, lease, lerr := s.r.enter(s.ctx, c) // failing open: no lease, and not recorded
+	_, lease, lerr := s.r.g.Enter(s.ctx, c) // failing open: no lease, and not recorded
 
 	s.mu.Lock()
 	if s.done { // the handler returned while this RecvMsg was locking
@@ -95,8 +95,8 @@ func (s *firstMsgStream) RecvMsg(m any) error {
 	}
 	defer s.mu.Unlock()
 	if lerr != nil {
-		s.err = lerr
-		return lerr
+		s.err = s.r.status(lerr)
+		return s.err
 	}
 	if lease != nil {
 		lctx := lease.Context()

@@ -149,7 +149,7 @@ func TestStreamLostLockCancelsContext(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			cause <- errors.New("stream context not cancelled within 10s")
 		}
-		return context.Cause(stream.Context())
+		return stream.Context().Err()
 	}}
 	c := serve(t, s, nil, streamOnly(grpclock.StreamServerInterceptor(e.locks, grpclock.WithMethod(mUpload, "upload:{req.item_id}"))))
 
@@ -167,9 +167,43 @@ func TestStreamLostLockCancelsContext(t *testing.T) {
 	if got := waitFor(t, cause, "the stream context to end"); !errors.Is(got, core.ErrLockLost) {
 		t.Errorf("context.Cause(stream.Context()) = %v, want core.ErrLockLost", got)
 	}
-	if _, err := st.CloseAndRecv(); err == nil {
-		t.Error("stream succeeded, want the handler's error")
+	_, err = st.CloseAndRecv()
+	wantInfo(t, wantCode(t, err, codes.Unavailable), grpclock.ReasonLockLost, "upload:{req.item_id}")
+}
+
+// A stream locked before its handler starts answers a lost lock the same
+// way: Unavailable LOCK_LOST for a handler that returns its context's
+// error.
+func TestStreamLockedBeforeHandlerLostLock(t *testing.T) {
+	e := newEnv(t, core.WithWatchdogTimeout(300*time.Millisecond))
+	const tpl = "watch:{md.x-user-id}"
+	entered, cause := make(chan struct{}), make(chan error, 1)
+	s := &shop{watch: func(_ *testpb.BuyRequest, stream testpb.Shop_WatchServer) error {
+		close(entered)
+		select {
+		case <-stream.Context().Done():
+			cause <- context.Cause(stream.Context())
+		case <-time.After(10 * time.Second):
+			cause <- errors.New("stream context not cancelled within 10s")
+		}
+		return stream.Context().Err()
+	}}
+	c := serve(t, s, nil, streamOnly(grpclock.StreamServerInterceptor(e.locks, grpclock.WithMethod(mWatch, tpl))))
+
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-user-id", "u1")
+	st, err := c.Watch(ctx, &testpb.BuyRequest{ItemId: "w"})
+	if err != nil {
+		t.Fatal(err)
 	}
+	waitFor(t, entered, "the handler to start")
+	if n, err := e.rdb.Del(context.Background(), "keylock:{watch:u1}").Result(); err != nil || n != 1 {
+		t.Fatalf("DEL keylock:{watch:u1} = %d, %v; want 1 key deleted", n, err)
+	}
+	if got := waitFor(t, cause, "the stream context to end"); !errors.Is(got, core.ErrLockLost) {
+		t.Errorf("context.Cause(stream.Context()) = %v, want core.ErrLockLost", got)
+	}
+	_, err = st.Recv()
+	wantInfo(t, wantCode(t, err, codes.Unavailable), grpclock.ReasonLockLost, tpl)
 }
 
 // TestStreamLockedBeforeHandler covers a template without {req.*}: the lock

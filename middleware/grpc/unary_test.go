@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/keytmpl"
@@ -290,35 +291,64 @@ func TestUnaryHandlerContext(t *testing.T) {
 	}
 }
 
+// A lost lock cancels the handler's context with cause core.ErrLockLost. A
+// handler that then gives up (returns its context's error, or an error of
+// no status) is answered Unavailable LOCK_LOST, not Canceled "context
+// canceled"; a status of its own, or a reply, is kept.
 func TestUnaryLostLockCancelsHandler(t *testing.T) {
 	e := newEnv(t, core.WithWatchdogTimeout(300*time.Millisecond))
-	entered, cause := make(chan struct{}), make(chan error, 1)
-	s := &shop{buy: func(ctx context.Context, req *testpb.BuyRequest) (*testpb.BuyReply, error) {
-		close(entered)
-		select {
-		case <-ctx.Done():
-			cause <- context.Cause(ctx)
-		case <-time.After(10 * time.Second):
-			cause <- errors.New("handler context not cancelled within 10s")
-		}
-		return nil, context.Cause(ctx)
-	}}
-	c := serve(t, s, unaryOnly(grpclock.UnaryServerInterceptor(e.locks, grpclock.WithMethod(mBuy, "buy:{req.item_id}"))), nil)
+	const tpl = "buy:{req.item_id}"
+	for _, tc := range []struct {
+		name   string
+		answer func(ctx context.Context) error // the handler's error once its context ended
+		want   codes.Code
+	}{
+		{"returns ctx.Err()", func(ctx context.Context) error { return ctx.Err() }, codes.Unavailable},
+		{"returns the cause", func(ctx context.Context) error { return context.Cause(ctx) }, codes.Unavailable},
+		{"returns its own status", func(context.Context) error { return status.Error(codes.FailedPrecondition, "mine") }, codes.FailedPrecondition},
+		{"replies", func(context.Context) error { return nil }, codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entered, cause := make(chan struct{}), make(chan error, 1)
+			s := &shop{buy: func(ctx context.Context, req *testpb.BuyRequest) (*testpb.BuyReply, error) {
+				close(entered)
+				select {
+				case <-ctx.Done():
+					cause <- context.Cause(ctx)
+				case <-time.After(10 * time.Second):
+					cause <- errors.New("handler context not cancelled within 10s")
+				}
+				if err := tc.answer(ctx); err != nil {
+					return nil, err
+				}
+				return &testpb.BuyReply{ItemId: req.ItemId}, nil
+			}}
+			c := serve(t, s, unaryOnly(grpclock.UnaryServerInterceptor(e.locks, grpclock.WithMethod(mBuy, tpl))), nil)
 
-	callDone := make(chan error, 1)
-	go func() {
-		_, err := c.Buy(context.Background(), &testpb.BuyRequest{ItemId: "lost"})
-		callDone <- err
-	}()
-	waitFor(t, entered, "the handler to start")
-	if n, err := e.rdb.Del(context.Background(), "keylock:{buy:lost}").Result(); err != nil || n != 1 {
-		t.Fatalf("DEL keylock:{buy:lost} = %d, %v; want 1 key deleted", n, err)
-	}
-	if got := waitFor(t, cause, "the handler's context to end"); !errors.Is(got, core.ErrLockLost) {
-		t.Errorf("context.Cause(handler ctx) = %v, want core.ErrLockLost", got)
-	}
-	if err := waitFor(t, callDone, "the call"); err == nil {
-		t.Error("call succeeded, want the handler's error")
+			callDone := make(chan error, 1)
+			go func() {
+				_, err := c.Buy(context.Background(), &testpb.BuyRequest{ItemId: "lost"})
+				callDone <- err
+			}()
+			waitFor(t, entered, "the handler to start")
+			if n, err := e.rdb.Del(context.Background(), "keylock:{buy:lost}").Result(); err != nil || n != 1 {
+				t.Fatalf("DEL keylock:{buy:lost} = %d, %v; want 1 key deleted", n, err)
+			}
+			if got := waitFor(t, cause, "the handler's context to end"); !errors.Is(got, core.ErrLockLost) {
+				t.Errorf("context.Cause(handler ctx) = %v, want core.ErrLockLost", got)
+			}
+			err := waitFor(t, callDone, "the call")
+			if tc.want == codes.OK {
+				if err != nil {
+					t.Errorf("call = %v, want the handler's reply", err)
+				}
+				return
+			}
+			d := wantCode(t, err, tc.want)
+			if tc.want == codes.Unavailable {
+				wantInfo(t, d, grpclock.ReasonLockLost, tpl)
+			}
+		})
 	}
 }
 

@@ -142,8 +142,12 @@ func WithBusyHandler(f func(w http.ResponseWriter, r *http.Request, err error)) 
 // 400 (a key value is missing, empty, too long or refused; err is a
 // *keytmpl.KeyError), 500 (a source of the server's own failed), 503 (Redis
 // unreachable), 504 (the request's deadline passed while waiting) or 499
-// (the client went away while waiting). Default: the status with a JSON
-// body as ginlock's. A nil f is a start-up error.
+// (the client went away while waiting). f is also called after the
+// handler, with 503 and an error matching core.ErrLockLost (core.ErrClosed
+// if the core.Client was closed), when the lock was lost while the handler
+// ran and it wrote nothing. Default: the status with a JSON body as
+// ginlock's ({"error":"lock_lost"} for a lost lock). A nil f is a start-up
+// error.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, status int, err error)) Option {
 	return func(c *config) {
 		if f == nil {

@@ -40,6 +40,7 @@
 //	Redis unreachable                   503 Service Unavailable (WithFailOpen: the handler runs unlocked)
 //	request deadline hit while waiting  504 Gateway Timeout, {"error":"lock_timeout"}
 //	client gone while waiting           499, no body
+//	lock lost while the handler ran     503, {"error":"lock_lost"}, if the handler wrote nothing
 //
 // Retry-After is the holder's remaining lease capped at adapter.MaxRetryHint
 // (1s), rounded up to whole seconds: a lock the watchdog renews reports
@@ -48,8 +49,15 @@
 // # While the handler runs
 //
 // The handler gets r.WithContext(lease.Context()): the context is
-// cancelled with cause core.ErrLockLost if the lock is lost, and it carries
-// the lock's owner, so locking the same name under it re-enters.
+// cancelled with cause core.ErrLockLost if the lock is lost (core.ErrClosed
+// if the core.Client is closed), and it carries the lock's owner, so
+// locking the same name under it re-enters. A handler that returns after
+// the loss without having written anything is answered 503
+// {"error":"lock_lost"} (WithErrorHandler's, with an error matching
+// core.ErrLockLost), not an empty 200; what a handler wrote is kept. To tell,
+// the handler gets a writer that notes whether the response has started; it
+// keeps http.Flusher and http.Hijacker, and http.ResponseController reaches
+// the writer underneath through its Unwrap method.
 // LeaseFrom(r) (core.LeaseFrom(r.Context())) gives the lease, for its
 // fencing token. The lock is then released under a fresh context (the
 // request's values without its cancellation, bounded by

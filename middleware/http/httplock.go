@@ -61,22 +61,22 @@ type middleware struct {
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	h := m.pool.Get().(*httpguard.Input)
 	h.Request, h.MaxBody = r, m.cfg.maxBody
-	lease, err := m.g.Acquire(r.Context(), h)
+	ctx, lease, err := m.g.Enter(r.Context(), h) // ctx fails open, or is the lease's
 	*h = httpguard.Input{}
 	m.pool.Put(h)
 	if err != nil {
-		m.refuse(w, r, next, err)
+		m.refuse(w, r, err)
 		return
 	}
 	defer func() { _ = m.g.Release(r.Context(), lease) }()
-	next.ServeHTTP(w, r.WithContext(lease.Context()))
+	tw := httpguard.Track(w)
+	next.ServeHTTP(tw, r.WithContext(ctx))
+	if lost := adapter.LockLost(ctx); lost != nil && !tw.Started() {
+		m.cfg.onError(w, r, http.StatusServiceUnavailable, lost) // not an empty 200
+	}
 }
 
-func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-	if m.g.FailsOpen(err) {
-		next.ServeHTTP(w, r.WithContext(adapter.WithFailedOpen(r.Context(), err)))
-		return
-	}
+func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	switch status := httpguard.Status(adapter.Classify(err)); status {
 	case http.StatusConflict:
 		m.cfg.busy(w, r, err)

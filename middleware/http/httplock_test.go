@@ -22,7 +22,7 @@ import (
 // env is one real redis-server and a core.Client on it.
 type env = locktest.Env
 
-func newEnv(t testing.TB) *env { return locktest.New(t) }
+func newEnv(t testing.TB, opts ...core.Option) *env { return locktest.New(t, opts...) }
 
 // serve runs h on a real net/http server on a loopback port until the test
 // ends.
@@ -332,5 +332,57 @@ func TestStartUpErrors(t *testing.T) {
 	}
 	if _, err := httplock.New(nil, "a"); err == nil {
 		t.Error("New(nil client): got nil error")
+	}
+}
+
+// A lost lock cancels the handler's context with cause core.ErrLockLost. A
+// handler that returns without writing is answered 503 {"error":"lock_lost"}
+// (not an empty 200); one that wrote keeps its answer. The writer the
+// handler gets still flushes and reaches the connection through
+// http.ResponseController.
+func TestLostLockIs503(t *testing.T) {
+	e := newEnv(t, core.WithWatchdogTimeout(300*time.Millisecond))
+	entered := make(chan string, 1)
+	mux := http.NewServeMux()
+	mux.Handle("POST /j/{id}", httplock.Middleware(e.Locks, "j:{path.id}")(http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) {
+			if _, ok := w.(http.Flusher); !ok {
+				t.Error("the handler's writer is not an http.Flusher")
+			}
+			if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+				t.Errorf("ResponseController.SetWriteDeadline through the middleware's writer: %v", err)
+			}
+			l, _ := httplock.LeaseFrom(r)
+			entered <- l.Name()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+				t.Error("handler context not cancelled within 10s")
+			}
+			if !errors.Is(context.Cause(r.Context()), core.ErrLockLost) {
+				t.Errorf("context.Cause = %v, want core.ErrLockLost", context.Cause(r.Context()))
+			}
+			if r.URL.Query().Has("write") {
+				_, _ = io.WriteString(w, "done anyway")
+			}
+		})))
+	ts := serve(t, mux)
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/j/1", http.StatusServiceUnavailable, `{"error":"lock_lost"}`},
+		{"/j/2?write", http.StatusOK, "done anyway"},
+	} {
+		done := make(chan reply, 1)
+		go func() { done <- do(t, ts, "POST", tc.path, "") }()
+		name := <-entered
+		if err := e.RDB.Del(context.Background(), "keylock:{"+name+"}").Err(); err != nil {
+			t.Fatalf("DEL the lock behind the handler's back: %v", err)
+		}
+		if got := <-done; got.status != tc.status || got.body != tc.body {
+			t.Errorf("POST %s after the lock was lost: status %d, body %q; want %d %q", tc.path, got.status, got.body, tc.status, tc.body)
+		}
 	}
 }

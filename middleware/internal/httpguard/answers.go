@@ -71,8 +71,8 @@ func Busy(err error, template string, semaphore bool) Answer {
 // Error is the default answer to the other refusals, by status: 400 with
 // the placeholder and reason of a *keytmpl.KeyError (they name no value,
 // so they are safe to show), 500, 504 and 503 with a code only (causes,
-// addresses and Redis messages are not for the client), 499 without a
-// body.
+// addresses and Redis messages are not for the client; "lock_lost" for a
+// lock lost while the handler ran, core.ErrLockLost), 499 without a body.
 func Error(status int, err error) Answer {
 	a := Answer{Status: status}
 	switch status {
@@ -87,6 +87,9 @@ func Error(status int, err error) Answer {
 		a.Body = &Body{Error: "lock_timeout"}
 	case http.StatusServiceUnavailable:
 		a.Body = &Body{Error: "lock_unavailable"}
+		if errors.Is(err, core.ErrLockLost) {
+			a.Body.Error = "lock_lost" // while the handler ran, which did not answer
+		}
 	}
 	return a
 }
