@@ -89,8 +89,9 @@ func WithLeaseTime(d time.Duration) Option { return func(c *config) { c.policy.S
 // WithFailOpen chooses what happens when Redis cannot be reached (errors
 // matching core.ErrUnavailable or core.ErrClosed). true runs the handler
 // without the lock and records the error in the gin context under
-// FailOpenKey (see FailedOpen); LeaseFrom then reports no lease. false
-// (fail closed) answers 503. Default false.
+// FailOpenKey and in c.Request's context (see FailedOpen and
+// adapter.FailedOpen); LeaseFrom then reports no lease. false (fail closed)
+// answers 503. Default false.
 func WithFailOpen(open bool) Option { return func(c *config) { c.policy.SetFailOpen(open) } }
 
 // WithReleaseTimeout bounds the release of the lock once the handler

@@ -18,7 +18,9 @@ import (
 // FailOpenKey is the gin context key under which a middleware built with
 // WithFailOpen(true) records the error (matching core.ErrUnavailable or
 // core.ErrClosed) when it ran the handler without the lock (see
-// FailedOpen); read it with c.Get(FailOpenKey).
+// FailedOpen); read it with c.Get(FailOpenKey). The error is also in
+// c.Request's context, as every keylock adapter records it
+// (adapter.FailedOpen), for code that has only the context.
 const FailOpenKey = "github.com/keylock/keylock/middleware/gin.failOpen"
 
 // StatusClientClosedRequest (499, nginx's convention) is the status given
@@ -73,12 +75,17 @@ func (m *middleware) handle(c *gin.Context) {
 			r.SetBody(body)
 		}
 	}
-	lease, err := m.g.Acquire(c.Request.Context(), r)
+	ctx, lease, err := m.g.Enter(c.Request.Context(), r)
 	*r = request{}
 	m.pool.Put(r)
 	if err != nil {
 		m.refuse(c, err)
 		return
+	}
+	if lease == nil { // failed open: ctx records why, as in every adapter
+		open := adapter.FailedOpen(ctx)
+		m.record(c, "lock", open)
+		c.Set(FailOpenKey, open) // kept for c.Get users
 	}
 	orig := c.Request
 	defer func() {
@@ -87,27 +94,23 @@ func (m *middleware) handle(c *gin.Context) {
 			m.record(c, "release", err)
 		}
 	}()
-	c.Request = orig.WithContext(lease.Context())
+	c.Request = orig.WithContext(ctx)
 	c.Next()
 	// A handler that gave up without answering (gin sends a status left
 	// at 200 only when the chain returns): not an empty 200.
-	if lost := adapter.LockLost(lease.Context()); lost != nil && !c.Writer.Written() && c.Writer.Status() == http.StatusOK {
+	if lost := adapter.LockLost(ctx); lost != nil && !c.Writer.Written() && c.Writer.Status() == http.StatusOK {
 		m.cfg.onError(c, http.StatusServiceUnavailable, lost)
 	}
 }
 
 // refuse answers a request whose lock could not be taken; every refusal
-// of the server's own (5xx, fail-open) is recorded with c.Error.
+// of the server's own (5xx) is recorded with c.Error, as a failed-open
+// acquisition is.
 func (m *middleware) refuse(c *gin.Context, err error) {
 	class := adapter.Classify(err)
 	switch class {
 	case core.ClassUnavailable, core.ClassInternal, core.ClassDeadline:
 		m.record(c, "lock", err)
-	}
-	if m.g.FailsOpen(err) {
-		c.Set(FailOpenKey, err)
-		c.Next()
-		return
 	}
 	c.Abort()
 	switch status := httpguard.Status(class); status {
@@ -175,7 +178,8 @@ func LeaseFromContext(ctx context.Context) (*core.Lease, bool) {
 
 // FailedOpen returns the error for which a middleware built with
 // WithFailOpen(true) ran this request without its lock, or nil when it did
-// not.
+// not. adapter.FailedOpen(c.Request.Context()) says the same inside the
+// chain; c.Request is restored when the chain returns.
 func FailedOpen(c *gin.Context) error {
 	v, _ := c.Get(FailOpenKey)
 	err, _ := v.(error)

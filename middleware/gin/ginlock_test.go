@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/keylock/keylock/adapter"
 	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/internal/redistest"
 	"github.com/keylock/keylock/keytmpl"
@@ -342,7 +343,7 @@ func unreachable(t *testing.T) (*core.Client, *redistest.Proxy) {
 func TestRedisDown(t *testing.T) {
 	locks, proxy := unreachable(t)
 	var closedRuns, openRuns atomic.Int64
-	var openErr atomic.Value
+	var openErr, openCtxErr atomic.Value
 	r := gin.New()
 	r.POST("/closed/:id", ginlock.Middleware(locks, "c:{path.id}"), func(c *gin.Context) {
 		closedRuns.Add(1)
@@ -351,6 +352,11 @@ func TestRedisDown(t *testing.T) {
 		openRuns.Add(1)
 		if err := ginlock.FailedOpen(c); err != nil {
 			openErr.Store(err)
+		}
+		// As under httplock, grpclock and asynqlock: code that has only
+		// the request's context can tell.
+		if err := adapter.FailedOpen(c.Request.Context()); err != nil {
+			openCtxErr.Store(err)
 		}
 		if _, ok := ginlock.LeaseFrom(c); ok {
 			t.Error("fail-open handler sees a lease, want none")
@@ -379,6 +385,9 @@ func TestRedisDown(t *testing.T) {
 	}
 	if err, _ := openErr.Load().(error); !errors.Is(err, core.ErrUnavailable) {
 		t.Errorf("FailedOpen in the handler = %v, want an error matching core.ErrUnavailable", err)
+	}
+	if err, _ := openCtxErr.Load().(error); !errors.Is(err, core.ErrUnavailable) {
+		t.Errorf("adapter.FailedOpen(c.Request.Context()) in the handler = %v, want an error matching core.ErrUnavailable", err)
 	}
 
 	proxy.Pass()
