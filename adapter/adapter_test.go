@@ -32,6 +32,24 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// A release that found its lock gone is logged as such, not as Redis
+// being unavailable (core.Classify puts ErrNotHeld in ClassUnavailable).
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("keylock: release %q: %w", "k", core.ErrNotHeld), "not held (lock lost)"},
+		{core.ErrLockLost, "lock lost"},
+		{core.ErrUnavailable, "unavailable"},
+		{&core.LockedError{Name: "k"}, "busy"},
+	} {
+		if got := adapter.Describe(tc.err); got != tc.want {
+			t.Errorf("Describe(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
 // A rendered key is always a lock name core accepts by length.
 func TestMaxKeyLenIsMaxNameLen(t *testing.T) {
 	if keytmpl.MaxKeyLen != core.MaxNameLen {

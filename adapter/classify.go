@@ -25,6 +25,21 @@ func Classify(err error) core.ErrorClass {
 	return core.Classify(err)
 }
 
+// Describe names what err means for a log line or a recorded error: "not
+// held (lock lost)" for a release that found the lock no longer held
+// (core.ErrNotHeld: it was lost, or expired, while the handler ran), "lock
+// lost" for core.ErrLockLost, and otherwise the name of its class
+// (Classify), such as "unavailable" or "busy". It names no key or value.
+func Describe(err error) string {
+	switch {
+	case errors.Is(err, core.ErrNotHeld):
+		return "not held (lock lost)"
+	case errors.Is(err, core.ErrLockLost):
+		return "lock lost"
+	}
+	return Classify(err).String()
+}
+
 // AddSource registers a custom key source on sources (an adapter's
 // WithSource option); a bad name, a nil lookup or a name added twice is
 // recorded on p as an invalid option (core.ErrInvalidOption).

@@ -21,8 +21,11 @@
 //     (HTTP 503, gRPC Unavailable, a job error naming the loss).
 //
 // WithAttempt gives each attempt of a job (or each stream) an owner of its
-// own; Suggest points a start-up error at the name that was meant; Lead runs a job adapter's periodic work only while its process
-// leads a core.Election; Must turns New's configuration error into the
-// start-up panic of Middleware, Wrap and …Interceptor. The package imports
-// core and keytmpl only: no transport.
+// own; Describe names an error for a log line (a release that found its
+// lock gone as "not held (lock lost)", not as Redis unavailable); Suggest
+// points a start-up error at the name that was meant; Lead runs a job
+// adapter's periodic work only while its process leads a core.Election;
+// Must turns New's configuration error into the start-up panic of
+// Middleware, Wrap and …Interceptor. The package imports core and keytmpl
+// only: no transport.
 package adapter

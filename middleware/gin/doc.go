@@ -65,10 +65,13 @@
 // server's own — Redis down (also when failing open), a failing source, a
 // deadline passed while waiting, a failed release — is also recorded with
 // c.Error (type gin.ErrorTypePrivate) for logging, under a message naming
-// the template, never the rendered key ("ginlock: lock \"buy:{path.item}\":
-// unavailable"; errors.Is/As reach the cause). A busy key, a bad key value
-// or a client gone away is the client's answer, not the server's error, and
-// is not recorded: otelgin would mark the span as an error.
+// the template and what happened, never the rendered key ("ginlock: lock
+// \"buy:{path.item}\": unavailable"; a release that found the lock gone —
+// lost, or expired, while the handler ran — reads "ginlock: release
+// \"buy:{path.item}\": not held (lock lost)"; errors.Is/As reach the cause).
+// A busy key, a bad key value or a client gone away is the client's answer,
+// not the server's error, and is not recorded: otelgin would mark the span
+// as an error.
 //
 // # While the handler runs
 //

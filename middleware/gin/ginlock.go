@@ -122,11 +122,12 @@ func (m *middleware) refuse(c *gin.Context, err error) {
 }
 
 // record puts err in c.Errors (gin.ErrorTypePrivate) under a message that
-// names the template and the error's class, never the rendered key or a
-// value (otelgin copies c.Errors into the server span); errors.Is/As still
-// reach err.
+// names the template and what err means (adapter.Describe: its class, or
+// "not held (lock lost)" for a release that found the lock gone), never the
+// rendered key or a value (otelgin copies c.Errors into the server span);
+// errors.Is/As still reach err.
 func (m *middleware) record(c *gin.Context, op string, err error) {
-	msg := "ginlock: " + op + " " + m.quoted + ": " + adapter.Classify(err).String()
+	msg := "ginlock: " + op + " " + m.quoted + ": " + adapter.Describe(err)
 	_ = c.Error(&recordedError{msg: msg, err: err}).SetType(gin.ErrorTypePrivate)
 }
 

@@ -580,8 +580,14 @@ func TestLostLockCancelsHandler(t *testing.T) {
 	if got.body != core.ErrLockLost.Error() {
 		t.Errorf("handler's context.Cause = %q, want %q", got.body, core.ErrLockLost)
 	}
-	if err := <-released; !errors.Is(err, core.ErrNotHeld) {
+	err := <-released
+	if !errors.Is(err, core.ErrNotHeld) {
 		t.Errorf("release error recorded in c.Errors = %v, want one matching core.ErrNotHeld", err)
+	}
+	// Logged as what happened, not as Redis being unreachable (core.Classify
+	// puts ErrNotHeld among ClassUnavailable).
+	if want := `ginlock: release "job:{path.id}": not held (lock lost)`; err == nil || err.Error() != want {
+		t.Errorf("release error recorded as %q, want %q", err, want)
 	}
 }
 
