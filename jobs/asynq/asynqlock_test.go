@@ -408,6 +408,36 @@ func TestBusyWait(t *testing.T) {
 	}
 }
 
+// OnBusyWait(d) is WithWait(d) plus OnBusyRetry(0): inside a WithTask it
+// retries after DefaultRetryDelay, not after a delay given beside it.
+func TestBusyWaitRetriesAfterTheDefaultDelay(t *testing.T) {
+	e := newEnv(t)
+	mw := asynqlock.Middleware(e.Locks,
+		asynqlock.OnBusyRetry(10*time.Second),
+		asynqlock.WithTask("order:pay", "order:{payload.order_id}", asynqlock.OnBusyWait(50*time.Millisecond)),
+		asynqlock.WithTask("order:ship", "order:{payload.order_id}"),
+	)
+	// A lease of a minute: the holder's TTL does not cap the delay.
+	held, err := e.Locks.Mutex("order:6").TryLock(core.WithOwner(context.Background(), "holder"), core.LeaseTime(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Unlock(context.Background()) }()
+	for typ, maxDelay := range map[string]time.Duration{
+		"order:pay":  asynqlock.DefaultRetryDelay * 3 / 2,
+		"order:ship": 15 * time.Second, // inherits OnBusyRetry(10s)
+	} {
+		err := mw(noop).ProcessTask(context.Background(), asynq.NewTask(typ, []byte(`{"order_id": 6}`)))
+		b, ok := errors.AsType[*asynqlock.BusyError](err)
+		if !ok {
+			t.Fatalf("%s with the key held: got %v, want a *BusyError", typ, err)
+		}
+		if minDelay := maxDelay / 3; b.Delay < minDelay || b.Delay > maxDelay {
+			t.Errorf("%s: retry delay %s, want a jittered delay in [%s, %s]", typ, b.Delay, minDelay, maxDelay)
+		}
+	}
+}
+
 // Middleware and Wrap on the same task share the attempt's owner, so the
 // same key re-enters instead of blocking; each attempt gets a new owner;
 // task types without a rule pass through with the context untouched.

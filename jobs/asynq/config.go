@@ -36,7 +36,7 @@ type SourceFunc func(ctx context.Context, t *asynq.Task) (value string, ok bool)
 
 // Busy behaviours (adapter.Policy.SetBusy).
 const (
-	busyRetry = "retry" // return a *BusyError (default), after WithWait if set
+	busyRetry = "retry" // return a *BusyError (default), after WithWait if set; recorded with its delay
 	busySkip  = "skip"  // return nil: drop the duplicate
 )
 
@@ -152,17 +152,28 @@ func WithFailOpen(open bool) Option { return func(c *config) { c.policy.SetFailO
 // Install RetryDelay and IsFailure in the server's asynq.Config: then the
 // retry is scheduled after a jittered 0.5–1.5×delay (never later than the
 // holder's remaining TTL) and does not count against the task's MaxRetry.
-// delay 0 means DefaultRetryDelay; a negative delay, or OnBusySkip in the
-// same scope, is a start-up error.
+// delay 0 means DefaultRetryDelay; a negative delay, or OnBusySkip,
+// OnBusyWait (whose retry is OnBusyRetry(0)) or OnBusyRetry with another
+// delay in the same scope, is a start-up error.
 func OnBusyRetry(delay time.Duration) Option {
 	return func(c *config) {
 		if delay < 0 {
 			c.fail("OnBusyRetry(%s) must not be negative", delay)
 			return
 		}
-		c.policy.SetBusy("OnBusyRetry("+delay.String()+")", busyRetry)
-		c.retryDelay = delay
+		c.retryAfter("OnBusyRetry("+delay.String()+")", delay)
 	}
+}
+
+// retryAfter records a busy retry after delay (0: DefaultRetryDelay),
+// chosen by option by: the delay is part of the behaviour, so another one
+// in the same scope conflicts, while a narrower scope overrides it.
+func (c *config) retryAfter(by string, delay time.Duration) {
+	if delay == 0 {
+		delay = DefaultRetryDelay
+	}
+	c.policy.SetBusy(by, busyRetry+" after "+delay.String())
+	c.retryDelay = delay
 }
 
 // OnBusySkip drops a task whose lock is held by another attempt: the
@@ -175,15 +186,18 @@ func OnBusySkip() Option {
 }
 
 // OnBusyWait is WithWait(d) plus OnBusyRetry(0): wait up to d for the
-// lock, then retry. d must be positive; OnBusySkip in the same scope is a
-// start-up error.
+// lock, then retry after DefaultRetryDelay — also inside a WithTask whose
+// Middleware was given OnBusyRetry with another delay. For another delay
+// use WithWait(d) with OnBusyRetry(delay). d must be positive; OnBusySkip,
+// or OnBusyRetry with a delay other than the default, in the same scope is
+// a start-up error.
 func OnBusyWait(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
 			c.fail("OnBusyWait(%s) must be positive", d)
 			return
 		}
-		c.policy.SetBusy("OnBusyWait("+d.String()+")", busyRetry)
+		c.retryAfter("OnBusyWait("+d.String()+")", 0)
 		c.policy.SetWait(d)
 	}
 }

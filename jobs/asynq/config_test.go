@@ -56,6 +56,11 @@ func TestConfigErrors(t *testing.T) {
 		{"retry delay", "k", []asynqlock.Option{asynqlock.OnBusyRetry(-time.Second)}, `OnBusyRetry(-1s) must not be negative`},
 		{"release timeout", "k", []asynqlock.Option{asynqlock.WithReleaseTimeout(-1)}, `WithReleaseTimeout(-1ns) must not be negative`},
 		{"skip and wait", "k", []asynqlock.Option{asynqlock.OnBusySkip(), asynqlock.OnBusyWait(time.Second)}, `OnBusyWait(1s) conflicts with OnBusySkip(): choose one busy behaviour`},
+		// OnBusyWait retries after the default delay: another delay in the
+		// same scope contradicts it, in either order.
+		{"retry delay and wait", "k", []asynqlock.Option{asynqlock.OnBusyRetry(10 * time.Second), asynqlock.OnBusyWait(time.Second)}, `OnBusyWait(1s) conflicts with OnBusyRetry(10s): choose one busy behaviour`},
+		{"wait and retry delay", "k", []asynqlock.Option{asynqlock.OnBusyWait(time.Second), asynqlock.OnBusyRetry(10 * time.Second)}, `OnBusyRetry(10s) conflicts with OnBusyWait(1s): choose one busy behaviour`},
+		{"two retry delays", "k", []asynqlock.Option{asynqlock.OnBusyRetry(2 * time.Second), asynqlock.OnBusyRetry(3 * time.Second)}, `OnBusyRetry(3s) conflicts with OnBusyRetry(2s)`},
 		{"read and write", "k", []asynqlock.Option{asynqlock.Read(), asynqlock.Write()}, `conflicts with WithKind(read): choose one lock kind`},
 		{"semaphore and fair", "k", []asynqlock.Option{asynqlock.Semaphore(2), asynqlock.Fair()}, `WithKind(fair) conflicts with Semaphore(2)`},
 		{"semaphore without permits", "k", []asynqlock.Option{asynqlock.WithKind(core.Spec{Kind: core.KindSemaphore})}, `positive permit count`},
@@ -124,6 +129,17 @@ func TestConfigLayering(t *testing.T) {
 	}
 	if _, err := asynqlock.New(nil, asynqlock.WithTask("a", "k")); err == nil {
 		t.Error("New(nil client): got nil error")
+	}
+	// Options that agree are no conflict: OnBusyWait's retry is
+	// OnBusyRetry(0), which is OnBusyRetry(DefaultRetryDelay).
+	for _, opts := range [][]asynqlock.Option{
+		{asynqlock.OnBusyRetry(0), asynqlock.OnBusyWait(time.Second)},
+		{asynqlock.OnBusyWait(time.Second), asynqlock.OnBusyRetry(asynqlock.DefaultRetryDelay)},
+		{asynqlock.OnBusyRetry(2 * time.Second), asynqlock.OnBusyRetry(2 * time.Second)},
+	} {
+		if _, err := asynqlock.NewHandler(noop, locks, "k", opts...); err != nil {
+			t.Errorf("agreeing busy options: got %v, want nil", err)
+		}
 	}
 }
 

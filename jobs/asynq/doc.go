@@ -61,9 +61,11 @@
 // busy task to come back within about 3.5s of the release, see
 // [RetryDelay]). [OnBusySkip]
 // drops the duplicate instead (singleton jobs); [WithWait] (or
-// [OnBusyWait], which is WithWait plus a retry) waits for the lock up to a
-// bound first. OnBusySkip with OnBusyRetry or OnBusyWait in one scope is a
-// start-up error, as are two different lock kinds.
+// [OnBusyWait], which is WithWait plus OnBusyRetry(0)) waits for the lock
+// up to a bound first. OnBusySkip with OnBusyRetry or OnBusyWait in one
+// scope is a start-up error, as are two retry delays (OnBusyRetry(10s) with
+// OnBusyWait, whose retry is after the default delay) and two different
+// lock kinds.
 //
 // # Options
 //
