@@ -17,6 +17,11 @@
 // value is the caller's error: a *KeyError naming the placeholder, never
 // the value.
 //
+// A number is named by its value, not its text: JSONPath.Lookup names a
+// JSON number, and FormatFloat names a float64 or float32 the same way, for
+// sources that read numbers rather than text (grpclock's double and float
+// fields), so one value has one lock name whichever transport carried it.
+//
 // Writing an adapter for another framework: pick the request type R your
 // lookups read, build Sources[R] with NewSources (Named and Bare turn
 // lookups into sources), and hand them with the template to

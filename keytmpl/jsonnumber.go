@@ -153,25 +153,52 @@ func jsonNumber(raw []byte) string {
 	return string(sci.Append(b, 10))
 }
 
-// floatName renders the float64 that encoding/json binds raw to (as
-// strconv.ParseFloat reads it): an integer in int64 or uint64 range as its
-// decimal digits, like the integers jsonNumber reads exactly (so a text
-// that rounds to an integer names that integer: "1e15" and
-// "1000000000000000.0000001" bind the same float64), anything else as
-// FormatFloat(v, 'g', -1, 64). It returns "" when raw is out of float64's
-// range (no float64 or integer field can bind it).
+// floatName names the float64 that encoding/json binds raw to (as
+// strconv.ParseFloat reads it) with FormatFloat, so a text that rounds to
+// an integer names that integer ("1e15" and "1000000000000000.0000001" bind
+// the same float64). It returns "" when raw is out of float64's range (no
+// float64 or integer field can bind it).
 func floatName(raw []byte) string {
 	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil {
 		return ""
 	}
-	if f == math.Trunc(f) {
-		switch {
-		case f >= -(1<<63) && f < 1<<63:
-			return strconv.FormatInt(int64(f), 10) // -0 too: "0"
-		case f > 0 && f < 1<<64:
-			return strconv.FormatUint(uint64(f), 10)
-		}
+	return FormatFloat(f, 64)
+}
+
+// FormatFloat returns the canonical name of a number held in a float64
+// (bitSize 64) or a float32 (bitSize 32, f holding the float32's value):
+// the name {json.*} and {payload.*} give the JSON number an encoder writes
+// for it — its shortest decimal, as encoding/json, protojson and
+// JavaScript write it — so that one value gets one lock name whichever
+// transport carried it (grpclock names double and float fields with it).
+// That is:
+//
+//   - an integer in int64 or uint64 range: the digits of its shortest
+//     decimal ("1000000" for 1e6, "123456789", "0" for -0;
+//     "4611686018427388000" for 2^62, as encoders write it, not its exact
+//     4611686018427387904), or its own digits for -2^63, whose shortest
+//     decimal is out of int64's range;
+//   - any other value: strconv.FormatFloat(f, 'g', -1, 64) ("0.1", "4.2",
+//     "1e+21"; "NaN", "+Inf" and "-Inf", which JSON cannot carry).
+//
+// A float32 is named by its shortest float32 decimal read as a float64:
+// float32(0.1) is "0.1" — what a handler printing the field, protojson, or
+// a JSON client sending the same value writes — not the
+// "0.10000000149011612" of the float64 it converts to.
+func FormatFloat(f float64, bitSize int) string {
+	if bitSize == 32 && !math.IsNaN(f) && !math.IsInf(f, 0) {
+		f, _ = strconv.ParseFloat(strconv.FormatFloat(f, 'g', -1, 32), 64)
+	}
+	switch {
+	case f == -(1 << 63):
+		// Its shortest decimal, -9223372036854776000, is out of int64's
+		// range: the integer itself, as an int64 field binds it.
+		return strconv.FormatInt(math.MinInt64, 10)
+	case f == math.Trunc(f) && f > -(1<<63) && f < 1<<64:
+		// Its shortest decimal is an integer that fits in 64 bits, which
+		// jsonNumber names by its digits without coming back here.
+		return jsonNumber(strconv.AppendFloat(nil, f, 'g', -1, 64))
 	}
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }

@@ -49,6 +49,9 @@ func TestJSONPathLookupNumbersByValue(t *testing.T) {
 		// A text that rounds to an integer names it: a float64 field binds
 		// both 1000000 (FormatFloat would give "1e+06" for the second).
 		{"1000000", []string{"1000000", "1000000.00000000001", "999999.99999999999999"}},
+		// Beyond 2^53, the digits of the float64's shortest decimal: the
+		// text encoding/json and protojson write for it (keytmpl.FormatFloat).
+		{"4611686018427388000", []string{"4611686018427388000", "4.611686018427388e18", "4611686018427387904.5"}},
 		{"9007199254740993", []string{"9007199254740993", "9007199254740993.0", "9.007199254740993e15"}},
 		{"1e+20", []string{"1e20", "100000000000000000000", "1e+20", "10e19"}},
 		{"1.8446744073709552e+19", []string{"18446744073709551616", "1.8446744073709551616e19"}},
@@ -145,16 +148,23 @@ func spellings(s string) []string {
 }
 
 // floatBindName is what the rule names the float64 v that encoding/json
-// binds: an integer in int64 or uint64 range by its digits, any other
-// value by FormatFloat 'g' -1.
+// binds: an integer in int64 or uint64 range by the digits of its shortest
+// decimal, the text encoders write for it (-2^63, whose shortest decimal
+// is out of int64's range, by its own), any other value by FormatFloat 'g'
+// -1. It is worked out with math/big, apart from keytmpl.FormatFloat.
 func floatBindName(v float64) string {
+	g := strconv.FormatFloat(v, 'g', -1, 64)
 	switch {
-	case v == math.Trunc(v) && v >= math.MinInt64 && v < math.MaxInt64:
-		return strconv.FormatInt(int64(v), 10)
-	case v == math.Trunc(v) && v > 0 && v < math.MaxUint64:
-		return strconv.FormatUint(uint64(v), 10)
+	case v != math.Trunc(v) || v < math.MinInt64 || v >= math.MaxUint64:
+		return g
+	case v == math.MinInt64:
+		return "-9223372036854775808"
 	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
+	r, _ := new(big.Rat).SetString(g)
+	if n := r.Num(); r.IsInt() && (n.IsInt64() || n.IsUint64()) {
+		return n.String()
+	}
+	return g
 }
 
 // TestJSONPathLookupNumberSpellings is the property: every spelling of a
@@ -370,7 +380,7 @@ func checkNumberName(t *testing.T, s, got string) {
 func FuzzJSONNumber(f *testing.F) {
 	for _, s := range []string{"7", "7.0", "70e-1", "-0", "4.20", "1e3", "18446744073709551615",
 		"18446744073709551616", "-9223372036854775809", "1e400", "-10e399", "1e-400", "0.1e99999999999999999999",
-		"9007199254740993", "1.00000000000000000001", "123.456e-7"} {
+		"9007199254740993", "1.00000000000000000001", "123.456e-7", "18017000000000110.1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

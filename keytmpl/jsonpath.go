@@ -87,11 +87,13 @@ var ErrMissing = errors.New("missing")
 //     exactly as an integer field binds it (1e3 and 1000.0 "1000", -12
 //     "-12", 18446744073709551615 itself);
 //   - any other value (a fraction, an integer beyond 64 bits): the float64
-//     a float64 field binds (strconv.ParseFloat) formatted by
+//     a float64 field binds (strconv.ParseFloat) named by FormatFloat:
 //     strconv.FormatFloat(v, 'g', -1, 64), so 4.20 and 4.2 are "4.2" and
 //     1e300 is "1e+300"; except that a float64 that is an integer in int64
-//     or uint64 range is written as its digits, so a text that rounds to an
-//     integer names that integer (1.00000000000000000001 "1");
+//     or uint64 range is written as the digits of its shortest decimal
+//     (the text encoding/json writes for it), so a text that rounds to an
+//     integer names that integer (1.00000000000000000001 "1";
+//     4611686018427387904.5, which binds 2^62, "4611686018427388000");
 //   - a value beyond float64's range, which no numeric field binds: the
 //     exact value in the same scientific form, with all its significant
 //     digits (1e400 and 10e399 "1e+400", -1.50e400 "-1.5e+400").

@@ -41,9 +41,12 @@
 //   - {req.<dotted.field>}: a field of the request message, by its protobuf
 //     name (item_id, not itemId), read with protoreflect; dots select
 //     fields of nested messages ({req.order.id}). Only singular fields make
-//     a key: scalars are formatted canonically (integers in decimal, floats
-//     in the shortest form that reads back the same, bools as true/false),
-//     strings and bytes as they are, and enums by number (the wire value:
+//     a key: scalars are formatted canonically (integers in decimal, bools
+//     as true/false; double and float fields as {json.*} and {payload.*}
+//     name the same number in JSON, keytmpl.FormatFloat: 1e6 "1000000",
+//     0.1 "0.1", -0 "0", and a float by its shortest float32 decimal, so
+//     float32(0.1) is "0.1" — one value, one lock name from gRPC, HTTP or
+//     asynq), strings and bytes as they are, and enums by number (the wire value:
 //     stable when values are renamed, and defined for values this binary
 //     does not know). An unset field with explicit presence (a message, a
 //     oneof member, proto3 optional) is missing; a proto3 scalar without

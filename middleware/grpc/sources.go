@@ -130,9 +130,11 @@ func fieldValue(m protoreflect.Message, names []protoreflect.Name) (string, bool
 	return "", false
 }
 
-// formatField formats a scalar canonically: integers in decimal, floats in
-// the shortest form that reads back to the same value (strconv 'g', -1),
-// bools as true/false, enums by number, strings and bytes as they are.
+// formatField formats a scalar canonically: integers in decimal, floats as
+// keytmpl names a JSON number (keytmpl.FormatFloat: 1e6 "1000000", 0.1
+// "0.1", -0 "0"; a float by its shortest float32 decimal), so a value has
+// one lock name whether it came over gRPC or in JSON, bools as true/false,
+// enums by number, strings and bytes as they are.
 func formatField(fd protoreflect.FieldDescriptor, v protoreflect.Value) (string, bool) {
 	switch fd.Kind() {
 	case protoreflect.BoolKind:
@@ -145,9 +147,9 @@ func formatField(fd protoreflect.FieldDescriptor, v protoreflect.Value) (string,
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
 		return strconv.FormatUint(v.Uint(), 10), true
 	case protoreflect.FloatKind:
-		return strconv.FormatFloat(v.Float(), 'g', -1, 32), true
+		return keytmpl.FormatFloat(v.Float(), 32), true
 	case protoreflect.DoubleKind:
-		return strconv.FormatFloat(v.Float(), 'g', -1, 64), true
+		return keytmpl.FormatFloat(v.Float(), 64), true
 	case protoreflect.StringKind:
 		return v.String(), true
 	case protoreflect.BytesKind:

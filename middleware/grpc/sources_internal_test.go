@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/keylock/keylock/adapter"
@@ -39,12 +40,19 @@ func TestRequestFieldValues(t *testing.T) {
 		{"user", &testpb.BuyRequest{}, "0", true}, // no presence: zero is a value
 		{"qty", &testpb.BuyRequest{Qty: math.MaxUint64}, "18446744073709551615", true},
 		{"delta", &testpb.BuyRequest{Delta: -3}, "-3", true},
-		{"tier", &testpb.BuyRequest{Tier: testpb.Tier_TIER_GOLD}, "1", true},      // enums by number
-		{"tier", &testpb.BuyRequest{Tier: testpb.Tier(7)}, "7", true},             // unknown to this binary
-		{"price", &testpb.BuyRequest{Price: 0.1}, "0.1", true},                    // shortest round-trip form
-		{"price", &testpb.BuyRequest{Price: 1e21}, "1e+21", true},                 //
-		{"price", &testpb.BuyRequest{Price: math.Copysign(0, -1)}, "-0", true},    // -0 ≠ 0
-		{"weight", &testpb.BuyRequest{Weight: 0.1}, "0.1", true},                  // float32 formatted as float32
+		{"tier", &testpb.BuyRequest{Tier: testpb.Tier_TIER_GOLD}, "1", true}, // enums by number
+		{"tier", &testpb.BuyRequest{Tier: testpb.Tier(7)}, "7", true},        // unknown to this binary
+		// Floats are named as keytmpl names a JSON number (keytmpl.FormatFloat),
+		// so one value has one lock name from gRPC, HTTP and asynq alike.
+		{"price", &testpb.BuyRequest{Price: 0.1}, "0.1", true},             // shortest round-trip form
+		{"price", &testpb.BuyRequest{Price: 1e21}, "1e+21", true},          // beyond 64-bit integers
+		{"price", &testpb.BuyRequest{Price: 123456789}, "123456789", true}, // not 1.23456789e+08
+		{"price", &testpb.BuyRequest{Price: 1e6}, "1000000", true},         // not 1e+06
+		// -0 == 0: a handler comparing or storing the value sees one value,
+		// and {json.*} names both "0" (one resource, one lock).
+		{"price", &testpb.BuyRequest{Price: math.Copysign(0, -1)}, "0", true},
+		{"weight", &testpb.BuyRequest{Weight: 0.1}, "0.1", true},                  // float32: its shortest decimal, not 0.10000000149011612
+		{"weight", &testpb.BuyRequest{Weight: 1e6}, "1000000", true},              //
 		{"gift", &testpb.BuyRequest{Gift: true}, "true", true},                    //
 		{"gift", &testpb.BuyRequest{}, "false", true},                             //
 		{"raw", &testpb.BuyRequest{Raw: []byte{0, 'a', 0xff}}, "\x00a\xff", true}, // bytes as they are
@@ -69,6 +77,42 @@ func TestRequestFieldValues(t *testing.T) {
 		ok := err == nil
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("{req.%s} of %v = %q, %v; want %q, %v", tc.field, tc.req, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestFloatFieldsNameAsJSON: a float or double field and the same message
+// in JSON (protojson, as a gRPC-gateway or an HTTP twin of the method sends
+// it) render one lock name, {req.*} from the message and {json.*} from the
+// document.
+func TestFloatFieldsNameAsJSON(t *testing.T) {
+	in, _ := inputType("/keylock.grpclock.test.v1.Shop/Buy", false)
+	price, _ := reqSource(in)("price")
+	weight, _ := reqSource(in)("weight")
+	jsonPrice, _ := keytmpl.ParseJSONPath("price")
+	jsonWeight, _ := keytmpl.ParseJSONPath("weight")
+	for _, m := range []*testpb.BuyRequest{
+		{Price: 123456789, Weight: 123456789},
+		{Price: 1e6, Weight: 1e6},
+		{Price: 0.1, Weight: 0.1},
+		{Price: 1e21, Weight: 1e21},
+		{Price: -2.5e-7, Weight: -2.5e-7},
+		{Price: 1 << 62, Weight: 1 << 62},
+		{Price: math.MaxFloat64, Weight: math.MaxFloat32},
+	} {
+		doc, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []struct {
+			req  keytmpl.Lookup[*call]
+			json *keytmpl.JSONPath
+		}{{price, jsonPrice}, {weight, jsonWeight}} {
+			got, err1 := f.req(&call{req: m})
+			want, err2 := f.json.Lookup(doc)
+			if got != want || err1 != nil || err2 != nil {
+				t.Errorf("%s: {req.*} = %q (%v), {json.*} of %s = %q (%v); want one name", m, got, err1, doc, want, err2)
+			}
 		}
 	}
 }
