@@ -13,7 +13,11 @@
 // renders one key per request. Rendered values are percent-encoded so that
 // two different inputs never give the same key (the argument is written
 // down in template.go and fuzzed by FuzzTemplateRender), cannot break the
-// Redis Cluster hash tag, and are length-bounded. A missing or oversized
+// Redis Cluster hash tag, and are length-bounded. Names are injective
+// within one template only: two different templates whose fixed text
+// differs only by characters a value may contain can render the same name
+// (item:{path.id} with id "7-stock" and item:{path.id}-stock with id "7"
+// are both item:7-stock), so give each template a distinct fixed prefix. A missing or oversized
 // value is the caller's error: a *KeyError naming the placeholder, never
 // the value.
 //

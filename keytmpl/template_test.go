@@ -265,6 +265,27 @@ func TestTemplateRenderCollisions(t *testing.T) {
 	}
 }
 
+// TestTemplatesDoNotSeparateEachOther pins the limit the package doc
+// states: names are injective within one template only. Two templates
+// whose fixed text differs only by characters a value may hold can render
+// one name; a distinct fixed prefix per template keeps them apart.
+func TestTemplatesDoNotSeparateEachOther(t *testing.T) {
+	render := func(tpl, v string) string {
+		t.Helper()
+		key, err := MustParse(tpl).Render(tupleResolver{v})
+		if err != nil {
+			t.Fatalf("%q with %q: %v", tpl, v, err)
+		}
+		return key
+	}
+	if a, b := render("item:{path.id}", "7-stock"), render("item:{path.id}-stock", "7"); a != b {
+		t.Errorf("item:{path.id} with 7-stock = %q, item:{path.id}-stock with 7 = %q; the doc says they collide", a, b)
+	}
+	if a, b := render("item:{path.id}", "7-stock"), render("stock:{path.id}", "7"); a == b {
+		t.Errorf("templates with distinct prefixes both render %q", a)
+	}
+}
+
 func TestTemplateRenderInvalidValues(t *testing.T) {
 	tpl := MustParse("seckill:{path.item}:{header.X-User-ID}")
 	user := Placeholder{"header", "X-User-ID"}

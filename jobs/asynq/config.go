@@ -31,7 +31,13 @@ type Option func(*config)
 
 // SourceFunc supplies the value of a custom placeholder (see WithSource)
 // for one task attempt. ok=false means the value is missing, which is the
-// task's error: it is archived without retry.
+// task's error: the attempt fails with asynq.SkipRetry and the task is
+// archived without retry. A SourceFunc cannot report a failure that a
+// retry would cure: where the value comes from a store or a service that
+// can fail, look it up in a middleware before this one, which returns the
+// error (asynq retries it) and puts the value in the context for the
+// source to read; or look it up in the handler and take the lock there
+// with core.
 type SourceFunc func(ctx context.Context, t *asynq.Task) (value string, ok bool)
 
 // Busy behaviours (adapter.Policy.SetBusy).

@@ -169,3 +169,17 @@ func TestRetryHelpers(t *testing.T) {
 		t.Error("IsFailure(fallback): got true, want the fallback's false")
 	}
 }
+
+// A WithSource function that reports its value missing (ok=false, the only
+// failure it can report) is the task's own error: it wraps asynq.SkipRetry
+// (the task is archived) and names the placeholder; the handler never runs.
+func TestCustomSourceMissingSkipsRetry(t *testing.T) {
+	locks := offlineClient(t)
+	ran := false
+	h := asynqlock.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { ran = true; return nil }),
+		locks, "t:{tenant}", asynqlock.WithSource("tenant", func(context.Context, *asynq.Task) (string, bool) { return "", false }))
+	err := h.ProcessTask(context.Background(), asynq.NewTask("t", nil))
+	if !errors.Is(err, asynq.SkipRetry) || !strings.Contains(err.Error(), "{tenant}") || ran {
+		t.Errorf("source reported missing: got %v (handler ran: %v), want an error wrapping asynq.SkipRetry naming {tenant}, and no run", err, ran)
+	}
+}

@@ -25,7 +25,13 @@
 //     (see keytmpl.JSONPath.Lookup), so the lock is always taken for the value
 //     the handler decodes.
 //   - {type}: the task type. {queue}: the queue the task came from.
-//   - {name}: a custom source added with [WithSource].
+//   - {name}: a custom source added with [WithSource]. It returns a value
+//     or reports it missing (the task's error: archived without retry, as
+//     any missing value); it cannot report a failure a retry would cure. A
+//     value from a store or a service that can fail is looked up in a
+//     middleware before this one, which returns the error (asynq retries)
+//     and hands the value on in the context; or in the handler, which then
+//     takes the lock with core.
 //
 // Templates are checked when the middleware is built: an invalid template
 // or an unknown source is a start-up error (a panic in Middleware and

@@ -106,7 +106,8 @@ func WithReleaseTimeout(d time.Duration) Option {
 // WithBusyHandler sets the response for a request whose key is busy (after
 // the wait set by WithWait). err matches core.ErrLocked; errors.As gives a
 // *core.LockedError with the holder's remaining TTL. The chain is already
-// aborted and err recorded with c.Error: f only writes the response.
+// aborted: f only writes the response. A busy key is the client's answer,
+// not the server's error, so it is not recorded with c.Error.
 // Default: 409 Conflict (429 Too Many Requests for a semaphore) with a
 // Retry-After header in whole seconds — the holder's TTL capped at
 // adapter.MaxRetryHint, so always 1 — and the JSON body
@@ -126,17 +127,23 @@ func WithBusyHandler(f func(c *gin.Context, err error)) Option {
 }
 
 // WithErrorHandler sets the response for the other failures: status is
-// 400 (a key value is missing, empty, too long or refused; err is a
-// *keytmpl.KeyError naming the placeholder), 500 (a source of the server's own
-// failed, e.g. a {ctx.*} value of a type that cannot be a key: err matches
-// keytmpl.ErrSourceFailed), 503 (Redis is unreachable, fail closed), 504 (the
-// request's own deadline passed while waiting) or 499 (the client went away
-// while waiting). The chain is already aborted and err is already recorded
-// with c.Error: f only writes the response. f is also called once the chain
-// has returned, with 503 and an error matching core.ErrLockLost
-// (core.ErrClosed if the core.Client was closed), when the lock was lost
-// while the handler ran and the chain answered nothing (nothing written, the
-// status left at 200). Default: the status with a JSON body
+// 400 (a key value is missing, empty, too long or refused — a WithSource
+// function's ok=false included; err is a *keytmpl.KeyError naming the
+// placeholder), 500 (a {ctx.*} value of a type that cannot be a key: err
+// matches keytmpl.ErrSourceFailed), 503 (Redis is unreachable, fail
+// closed), 504 (the request's own deadline passed while waiting) or 499
+// (the client went away while waiting). The chain is already aborted: f
+// only writes the response. err is already recorded with c.Error for 500,
+// 503 and 504 (the server's own failures), not for 400 and 499 (the
+// client's).
+//
+// f is also called once the chain has returned, with 503 and an error
+// matching core.ErrLockLost (core.ErrClosed if the core.Client was
+// closed), when the lock was lost while the handler ran and the chain
+// answered nothing (nothing written, the status left at 200); a lost
+// lock's release records the loss ("not held (lock lost)").
+//
+// Default: the status with a JSON body
 // {"error":"invalid_key","placeholder":…,"reason":…,"message":…} for 400,
 // {"error":"lock_source_failed"} for 500, {"error":"lock_unavailable"} for
 // 503 ({"error":"lock_lost"} for a lost lock), {"error":"lock_timeout"} for

@@ -798,26 +798,35 @@ func TestCustomResponses(t *testing.T) {
 	e := newEnv(t)
 	g := newGate()
 	var busyErr, badErr atomic.Value
+	var busyRecorded, badRecorded atomic.Int32 // len(c.Errors) when the handler ran
 	r := gin.New()
 	opts := []ginlock.Option{
 		ginlock.WithBusyHandler(func(c *gin.Context, err error) {
 			busyErr.Store(err)
+			busyRecorded.Store(int32(len(c.Errors)))
 			c.String(http.StatusLocked, "busy")
 		}),
 		ginlock.WithErrorHandler(func(c *gin.Context, status int, err error) {
-			badErr.Store(err)
+			badErr.Store(struct{ error }{err}) // one concrete type for atomic.Value
+			badRecorded.Store(int32(len(c.Errors)))
 			c.String(status, "bad")
 		}),
 	}
 	r.POST("/items/:id", ginlock.Middleware(e.Locks, "item:{path.id}:{header.X-User-ID}", opts...), g.handler)
+	locks, proxy := unreachable(t)
+	r.POST("/down/:id", ginlock.Middleware(locks, "down:{path.id}", opts...), okHandler)
 	s := serve(t, r)
 
 	if got := s.post(t, "/items/1", ""); got.status != http.StatusBadRequest || got.body != "bad" {
 		t.Errorf("missing header: %d %q, want 400 \"bad\" from the error handler", got.status, got.body)
 	}
 	var ke *keytmpl.KeyError
-	if err, _ := badErr.Load().(error); !errors.As(err, &ke) || ke.Placeholder.String() != "{header.X-User-ID}" {
+	if err, _ := badErr.Load().(struct{ error }); !errors.As(err.error, &ke) || ke.Placeholder.String() != "{header.X-User-ID}" {
 		t.Errorf("error handler got %v, want a *keytmpl.KeyError for {header.X-User-ID}", err)
+	}
+	// As WithErrorHandler's doc says: a 400 is the client's, not recorded.
+	if n := badRecorded.Load(); n != 0 {
+		t.Errorf("error handler for a 400 saw %d errors in c.Errors, want none", n)
 	}
 
 	holder := make(chan reply, 1)
@@ -830,8 +839,21 @@ func TestCustomResponses(t *testing.T) {
 	if err, _ := busyErr.Load().(error); !errors.As(err, &le) || le.TTL <= 0 {
 		t.Errorf("busy handler got %v, want a *core.LockedError with the holder's TTL", err)
 	}
+	// As WithBusyHandler's doc says: a busy key is not recorded.
+	if n := busyRecorded.Load(); n != 0 {
+		t.Errorf("busy handler saw %d errors in c.Errors, want none", n)
+	}
 	close(g.open)
 	<-holder
+
+	// A 503 is the server's own failure: recorded before the handler runs.
+	proxy.Drop()
+	if got := s.post(t, "/down/1", ""); got.status != http.StatusServiceUnavailable || got.body != "bad" {
+		t.Errorf("Redis down: %d %q, want 503 \"bad\" from the error handler", got.status, got.body)
+	}
+	if n := badRecorded.Load(); n != 1 {
+		t.Errorf("error handler for a 503 saw %d errors in c.Errors, want the recorded one", n)
+	}
 }
 
 func TestReleaseAfterHandlerPanics(t *testing.T) {

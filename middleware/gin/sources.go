@@ -13,7 +13,13 @@ import (
 )
 
 // SourceFunc supplies the value of a custom placeholder (see WithSource)
-// for one request. ok=false means the value is missing.
+// for one request. ok=false means the value is missing: the client's
+// error, answered 400 naming the placeholder. A SourceFunc cannot report a
+// failure of the server's own: where the value comes from a store or a
+// service that can fail, look it up in a middleware before the lock, which
+// answers the failure itself (503, say) and puts the value in the gin
+// context for the source (or {ctx.*}) to read; or look it up in the handler
+// and take the lock there with core.
 type SourceFunc func(c *gin.Context) (value string, ok bool)
 
 // request is one request being resolved: httpguard's HTTP request state plus

@@ -25,7 +25,12 @@ type Option func(*config)
 // is the call's incoming context (metadata, values set by earlier
 // interceptors such as auth); req is the request message of a unary call,
 // or the first message of a stream. ok=false means the value is missing,
-// which fails the call with InvalidArgument.
+// which fails the call with InvalidArgument naming the placeholder: the
+// caller's error. A SourceFunc cannot report a failure of the server's
+// own: where the value comes from a store or a service that can fail, look
+// it up in an interceptor before grpclock's, which fails the call itself
+// (Unavailable, say) and puts the value in the context for the source to
+// read; or look it up in the handler and take the lock there with core.
 type SourceFunc func(ctx context.Context, req any) (value string, ok bool)
 
 type config struct {

@@ -57,7 +57,12 @@
 //   - {md.<key>}: the first value of an incoming metadata key (matched
 //     lower-case).
 //   - {method}: the full method name.
-//   - {<name>}: a custom source added with WithSource.
+//   - {<name>}: a custom source added with WithSource. It returns a value
+//     or reports it missing (InvalidArgument, as any missing value): it
+//     cannot fail on the server's side. A value from a store or a service
+//     that can fail is looked up in an interceptor before grpclock's, which
+//     fails the call itself (Unavailable, say) and hands the value on in
+//     the context; or in the handler, which then takes the lock with core.
 //
 // # Status codes
 //
@@ -67,7 +72,6 @@
 //	semaphore full                               ResourceExhausted + RetryInfo + ErrorInfo{Reason: LOCK_BUSY}
 //	placeholder value missing, empty or too long InvalidArgument naming the placeholder
 //	                                             (+ BadRequest field violation for {req.*})
-//	a key source of the server's own failed      Internal
 //	Redis unreachable or the core.Client closed  Unavailable (or the handler runs unlocked with FailOpen)
 //	caller's deadline passed while waiting       DeadlineExceeded
 //	caller cancelled while waiting               Canceled

@@ -28,8 +28,11 @@ const (
 	ReasonInvalidKey = "LOCK_KEY_INVALID"
 	// ReasonUnavailable: Redis could not be reached (Unavailable).
 	ReasonUnavailable = "LOCK_UNAVAILABLE"
-	// ReasonSourceFailed: a custom key source of the server failed
-	// (Internal): a value that cannot be a key, not the caller's fault.
+	// ReasonSourceFailed: a key source failed on the server's side
+	// (Internal): a value that cannot be a key, not the caller's fault. No
+	// source grpclock offers fails this way (a SourceFunc returns a value or
+	// reports it missing, InvalidArgument); the reason is kept for sources
+	// that may.
 	ReasonSourceFailed = "LOCK_SOURCE_FAILED"
 	// ReasonLockLost: the lock was lost (or the core.Client closed) while
 	// the handler ran, and the handler gave up without an answer of its own

@@ -256,13 +256,17 @@ func TestUnaryHandlerContext(t *testing.T) {
 	e := newEnv(t)
 	type seen struct {
 		owned    bool
-		relocked error // TryLock of the call's own key under the handler's context
-		byOther  error // TryLock of the call's key by another owner
+		relocked error  // TryLock of the call's own key under the handler's context
+		byOther  error  // TryLock of the call's key by another owner
+		token    uint64 // grpclock.LeaseFrom(ctx).Token(): the fencing token
 	}
 	got := make(chan seen, 1)
 	s := &shop{buy: func(ctx context.Context, req *testpb.BuyRequest) (*testpb.BuyReply, error) {
 		var v seen
 		_, v.owned = core.OwnerFrom(ctx)
+		if l, ok := grpclock.LeaseFrom(ctx); ok && l.Name() == "buy:"+req.ItemId {
+			v.token = l.Token()
+		}
 		inner, err := e.locks.Mutex("buy:" + req.ItemId).TryLock(ctx)
 		v.relocked = err
 		if err == nil {
@@ -279,6 +283,9 @@ func TestUnaryHandlerContext(t *testing.T) {
 	v := <-got
 	if !v.owned {
 		t.Error("handler context carries no lock owner, want the lease's")
+	}
+	if v.token == 0 {
+		t.Error("grpclock.LeaseFrom(handler ctx) gave no lease of the call's key, want it with its fencing token")
 	}
 	if v.relocked != nil {
 		t.Errorf("nested TryLock of the same key under the handler's context = %v, want re-entry", v.relocked)

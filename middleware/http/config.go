@@ -26,7 +26,13 @@ const (
 type Option func(*config)
 
 // SourceFunc supplies the value of a custom placeholder (see WithSource)
-// for one request. ok=false means the value is missing (400).
+// for one request. ok=false means the value is missing: the client's
+// error, answered 400 naming the placeholder. A SourceFunc cannot report a
+// failure of the server's own: where the value comes from a store or a
+// service that can fail, look it up in a middleware before this one, which
+// answers the failure itself (503, say) and puts the value in the
+// request's context for the source to read; or look it up in the handler
+// and take the lock there with core.
 type SourceFunc func(r *http.Request) (value string, ok bool)
 
 // config is core's shared policy plus what only net/http has.
@@ -140,14 +146,14 @@ func WithBusyHandler(f func(w http.ResponseWriter, r *http.Request, err error)) 
 
 // WithErrorHandler sets the response for the other failures: status is
 // 400 (a key value is missing, empty, too long or refused; err is a
-// *keytmpl.KeyError), 500 (a source of the server's own failed), 503 (Redis
-// unreachable), 504 (the request's deadline passed while waiting) or 499
-// (the client went away while waiting). f is also called after the
-// handler, with 503 and an error matching core.ErrLockLost (core.ErrClosed
-// if the core.Client was closed), when the lock was lost while the handler
-// ran and it wrote nothing. Default: the status with a JSON body as
-// ginlock's ({"error":"lock_lost"} for a lost lock). A nil f is a start-up
-// error.
+// *keytmpl.KeyError; a WithSource function that returned ok=false is a
+// missing value), 503 (Redis unreachable), 504 (the request's deadline
+// passed while waiting) or 499 (the client went away while waiting). f is
+// also called after the handler, with 503 and an error matching
+// core.ErrLockLost (core.ErrClosed if the core.Client was closed), when the
+// lock was lost while the handler ran and it wrote nothing. Default: the
+// status with a JSON body as ginlock's ({"error":"lock_lost"} for a lost
+// lock). A nil f is a start-up error.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, status int, err error)) Option {
 	return func(c *config) {
 		if f == nil {

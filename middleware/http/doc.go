@@ -24,6 +24,13 @@
 //	{route}            r.Pattern, the ServeMux pattern that matched
 //	{name}, {name.x}   a function registered with WithSource
 //
+// A WithSource function returns a value or reports it missing (ok=false,
+// answered 400 like any missing value): it cannot fail on the server's
+// side. A value that comes from a store or a service that can fail is
+// looked up in a middleware before this one, which answers the failure
+// itself (503, say) and hands the value on in the request's context; or
+// in the handler, which then takes the lock with core.
+//
 // {json.a.b.0} reads the body (at most WithMaxBodyBytes, default 64 KiB)
 // and puts it back, so the handler can decode it again. Member names match
 // as encoding/json matches struct fields (case-insensitively); a body with
@@ -36,7 +43,6 @@
 //	key busy (after WithWait)           409 Conflict, Retry-After: 1, {"error":"locked",…}
 //	semaphore full (Semaphore(n))       429 Too Many Requests, Retry-After: 1, {"error":"concurrency_limit",…}
 //	key value missing or bad            400 Bad Request, {"error":"invalid_key","placeholder":…}
-//	a custom source failed              500, {"error":"lock_source_failed"}
 //	Redis unreachable                   503 Service Unavailable (WithFailOpen: the handler runs unlocked)
 //	request deadline hit while waiting  504 Gateway Timeout, {"error":"lock_timeout"}
 //	client gone while waiting           499, no body

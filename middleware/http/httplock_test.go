@@ -386,3 +386,21 @@ func TestLostLockIs503(t *testing.T) {
 		}
 	}
 }
+
+// A WithSource function that reports its value missing (ok=false, the only
+// failure it can report) is answered 400 naming the placeholder, like any
+// missing value: never 500, which no source of httplock's produces.
+func TestCustomSourceMissingIs400(t *testing.T) {
+	e := newEnv(t)
+	mux := http.NewServeMux()
+	mux.Handle("POST /t", httplock.Middleware(e.Locks, "t:{tenant}",
+		httplock.WithSource("tenant", func(r *http.Request) (string, bool) {
+			v := r.Header.Get("X-Tenant")
+			return v, v != ""
+		}))(http.NotFoundHandler()))
+	ts := serve(t, mux)
+	got := do(t, ts, "POST", "/t", "")
+	if body := got.json(t); got.status != http.StatusBadRequest || body["error"] != "invalid_key" || body["placeholder"] != "{tenant}" {
+		t.Errorf("source reported missing: status %d, body %s; want 400 invalid_key naming {tenant}", got.status, got.body)
+	}
+}
