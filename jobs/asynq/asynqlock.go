@@ -132,16 +132,11 @@ func newTaskLock(locks *core.Client, template string, cfg *config) (*taskLock, e
 func (l *taskLock) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
 	id, _ := asynq.GetTaskID(ctx)
 	ctx = adapter.WithAttempt(ctx, "asynq", id)
-	lease, err := l.g.Acquire(ctx, &attempt{ctx: ctx, task: t})
+	lctx, lease, err := l.g.Enter(ctx, &attempt{ctx: ctx, task: t}) // the lease's context, or failing open
 	if err != nil {
-		if l.g.FailsOpen(err) {
-			return next.ProcessTask(adapter.WithFailedOpen(ctx, err), t)
-		}
 		return l.lockError(t, err)
 	}
-	defer l.g.Release(ctx, lease) // also when next panics (asynq recovers it)
-
-	lctx := lease.Context()
+	defer l.g.Release(ctx, lease) // also when next panics (asynq recovers it); nil when failed open
 	err = next.ProcessTask(lctx, t)
 	if lost := adapter.LockLost(lctx); lost != nil && err != nil && !errors.Is(err, core.ErrLockLost) {
 		err = fmt.Errorf("asynqlock: task %q: lock %s lost while the handler ran (%w): %w", t.Type(), l.g.Template(), lost, err)

@@ -299,6 +299,20 @@ func TestRedisUnavailableIsPlainError(t *testing.T) {
 	if calls.Load() != 0 {
 		t.Errorf("got %d handler calls, want 0", calls.Load())
 	}
+
+	// WithFailOpen(true): the handler runs without a lease, told why.
+	var openErr error
+	var leased bool
+	open := asynqlock.Wrap(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		calls.Add(1)
+		openErr = asynqlock.FailedOpen(ctx)
+		_, leased = asynqlock.LeaseFrom(ctx)
+		return nil
+	}), locks, "order:{payload.order_id}", asynqlock.WithFailOpen(true))
+	err = open.ProcessTask(context.Background(), asynq.NewTask("order:pay", []byte(`{"order_id": 1}`)))
+	if err != nil || calls.Load() != 1 || !errors.Is(openErr, core.ErrUnavailable) || leased {
+		t.Errorf("fail open: got %v, %d calls, FailedOpen %v, lease %v; want nil, 1 call, ErrUnavailable, no lease", err, calls.Load(), openErr, leased)
+	}
 }
 
 // A lock lost while the task runs cancels the task's context with cause
