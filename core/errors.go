@@ -47,11 +47,11 @@ type LockedError struct {
 	// Name is the lock name.
 	Name string
 	// TTL is a hint of when to try again, as Redis saw it at the last
-	// attempt: the holder's remaining lease for a mutex, semaphore or read
-	// lock; for kinds that queue their waiters (fair lock, RW writers) the
-	// interval at which a waiter re-checks its place, which is shorter. 0
-	// when unknown. A holder renewed by the watchdog may keep the lock well
-	// past it.
+	// attempt: after a TryLock, the holder's remaining lease; after a Lock
+	// that waited in a line (every kind's waiters stand in one), the
+	// interval at which a waiter re-checks its place, or the holder's
+	// remaining lease when that is shorter. 0 when unknown. A holder renewed
+	// by the watchdog may keep the lock well past it.
 	TTL time.Duration
 }
 
