@@ -44,7 +44,7 @@ func TestShowExitStatus(t *testing.T) {
 		t.Errorf("show with Redis unreachable: exit %d, want 1", code)
 	}
 	// -h states the contract.
-	_, help, code := cli(t, "-h")
+	help, _, code := cli(t, "-h")
 	if code != exitOK {
 		t.Errorf("-h: exit %d, want 0", code)
 	}
@@ -60,7 +60,7 @@ func TestShowExitStatus(t *testing.T) {
 // password of a -redis URL, whether it comes from $KEYLOCK_REDIS or from
 // the command line; ui -h lists the flags ui takes and no others.
 func TestHelpSaysEachDefaultOnce(t *testing.T) {
-	_, help, _ := cli(t, "-h")
+	help, _, _ := cli(t, "-h")
 	if !strings.Contains(help, "$KEYLOCK_REDIS") || !strings.Contains(help, "-sentinel") || !strings.Contains(help, "-master") {
 		t.Errorf("-h does not explain -redis's default and the Sentinel flags:\n%s", help)
 	}

@@ -1,12 +1,20 @@
 // Command keylock inspects and operates keylock locks in Redis: who holds a
 // lock, since when, who waits, and — when a holder is stuck — freeing it.
 //
-//	keylock [flags] ls [GLOB]           # locks matching GLOB (default *); -older-than D: held ≥ D
-//	keylock [flags] show NAME           # holders, TTLs, token, permits, waiters
-//	keylock [flags] force-unlock NAME   # free it, wake waiters, say what was removed
-//	keylock [flags] watch NAME          # live view, refreshing, until Ctrl-C
-//	keylock [flags] deadlocks [GLOB]    # owners waiting for each other's locks
-//	keylock [flags] ui                  # the dashboard in a browser
+//	keylock ls [GLOB]           # locks matching GLOB (default *); -older-than D: held ≥ D
+//	keylock show NAME           # holders, TTLs, token, permits, waiters
+//	keylock force-unlock NAME   # free it, wake waiters, say what was removed
+//	keylock watch NAME          # live view, refreshing, until Ctrl-C
+//	keylock deadlocks [GLOB]    # owners waiting for each other's locks
+//	keylock ui                  # the dashboard in a browser
+//
+// Flags may come before the command, or after it, before or after its
+// arguments (keylock show orders:42 -redis 10.0.0.5:6379 -json); after --,
+// every argument is an argument, even one that starts with '-' (keylock
+// show -- -orders:42). keylock -h lists the commands and every flag;
+// keylock COMMAND -h says what a command does, its flags and its exit
+// status. Help goes to stdout and exits 0; a usage error goes to stderr,
+// with the command's synopsis, and exits 2.
 //
 // Install it with
 //
@@ -50,7 +58,8 @@
 //	4  deadlocks: at least one cycle was found (-json still prints them)
 //
 // ls exits 0 also when nothing matches ([] with -json); watch exits 0 on
-// Ctrl-C. -version prints keylock's version.
+// Ctrl-C (and 2 at once for an invalid name). -version prints keylock's
+// version. Errors are printed on one line each, "keylock: ..." once.
 package main
 
 import (

@@ -97,7 +97,7 @@ type refusedError struct {
 }
 
 func (e *refusedError) Error() string {
-	return fmt.Sprintf("the server refused %s: %v", e.cmd, e.err)
+	return fmt.Sprintf("the server refused %s: %s", e.cmd, errorText(e.err))
 }
 
 func (e *refusedError) Unwrap() error { return e.err }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -61,13 +62,21 @@ func (o options) target() string {
 	return redact(o.redis)
 }
 
-const usage = `usage:
-  keylock [flags] ls [GLOB]            locks matching GLOB (default *); -older-than 30s: long holds only
-  keylock [flags] show NAME            holders, TTLs, token, permits, waiters
-  keylock [flags] force-unlock NAME    free it, wake waiters, say what was removed
-  keylock [flags] watch NAME           live view, refreshing, until Ctrl-C
-  keylock [flags] deadlocks [GLOB]     owners waiting for each other's locks (fair locks, RW writers)
-  keylock [flags] ui                   the dashboard in a browser (keylock ui -h)
+// usageHead and usageTail frame keylock -h, the commands listed between
+// them.
+const usageHead = `usage:
+  keylock [flags] COMMAND [ARGS] [flags]
+
+commands:
+`
+
+const usageTail = `
+keylock COMMAND -h says what a command does, its flags and its exit status.
+
+Flags may come before the command or after it, before or after its
+arguments: keylock show orders:42 -redis 10.0.0.5:6379 -json. After --,
+every argument is an argument, even one that starts with '-': keylock show
+-- -orders:42 shows the lock "-orders:42".
 
 where Redis is:
   -redis host:port                     a master, or any node of a Redis Cluster
@@ -81,12 +90,25 @@ A replica or a sentinel given as -redis is refused with a message saying what to
 exit status:
   0  ok; show: the lock is held
   1  error (Redis unreachable, a command refused, a bad reply)
-  2  bad usage
+  2  bad usage (flags, arguments, an invalid lock name)
   3  show: the lock is not held (free or absent); force-unlock: nothing was held
   4  deadlocks: at least one cycle of owners waiting for each other was found
 
-flags:
+flags (before the command; after it, those the command takes):
 `
+
+// usage writes keylock -h to w.
+func usage(w io.Writer) {
+	fmt.Fprint(w, usageHead)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range append(commands[:len(commands):len(commands)], uiCommand) {
+		fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.name+" "+c.args), c.summary)
+	}
+	_ = tw.Flush()
+	fmt.Fprint(w, usageTail)
+	o := defaultOptions()
+	printDefaults(w, flags(&o))
+}
 
 func defaultRedis() string {
 	for _, v := range []string{"KEYLOCK_REDIS", "REDIS_URL"} {
@@ -97,13 +119,12 @@ func defaultRedis() string {
 	return "127.0.0.1:6379"
 }
 
-func flags(o *options, out io.Writer) *flag.FlagSet {
+// flags are the flags keylock takes before the command: every command's.
+// Its errors are the caller's to print.
+func flags(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("keylock", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprint(out, usage)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	connFlags(fs, o)
 	fs.BoolVar(&o.version, "version", o.version, "print the version and exit")
 	fs.BoolVar(&o.json, "json", o.json, "print JSON (ls: an array; show: an object; watch: one object per line)")
@@ -128,15 +149,21 @@ func connFlags(fs *flag.FlagSet, o *options) {
 	fs.BoolVar(&o.insecure, "tls-insecure", o.insecure, "rediss://: do not verify the server's certificate")
 }
 
-// run is the whole command; it returns the exit status.
+// run is the whole command; it returns the exit status. keylock -h and
+// keylock COMMAND -h print to stdout and exit 0; a usage error is printed
+// to stderr, with the synopsis, and exits 2.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o := options{timeout: 5 * time.Second, interval: time.Second, stderr: stderr}
-	fs := flags(&o, stderr)
+	o := defaultOptions()
+	o.stderr = stderr
+	fs := flags(&o)
+	// The flags before the command; the flag package stops at the
+	// command, the first argument.
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
 			return exitOK
 		}
-		return exitUsage
+		return badUsage(stderr, nil, err)
 	}
 	rest := fs.Args()
 	if o.version {
@@ -144,59 +171,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if len(rest) == 0 {
-		fs.Usage()
+		usage(stderr)
 		return exitUsage
 	}
-	cmd := rest[0]
-	if cmd == "ui" { // the dashboard: flags of its own (ui.go)
+	c := lookupCommand(rest[0])
+	switch {
+	case c == nil:
+		return badUsage(stderr, nil, fmt.Errorf("unknown command %q", rest[0]))
+	case c == uiCommand: // the dashboard: flags of its own (ui.go)
 		return ui(ctx, o, rest[1:], stdout, stderr)
 	}
-	// Flags may also follow the command: keylock show -json NAME.
-	sub := flags(&o, stderr)
-	if err := sub.Parse(rest[1:]); err != nil {
+	// The command's flags, before, between or after its arguments.
+	pos, err := parseInterleaved(c.flagSet(&o), rest[1:])
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			d := defaultOptions()
+			c.usage(stdout, c.flagSet(&d))
 			return exitOK
 		}
-		return exitUsage
+		return badUsage(stderr, c, err)
 	}
 	if o.redis == "" {
 		o.redis = defaultRedis()
 	}
-	pos := sub.Args()
-	var need int
-	switch cmd {
-	case "ls", "deadlocks":
-		need = -1
-	case "show", "force-unlock", "watch":
-		need = 1
-	default:
-		fmt.Fprintf(stderr, "keylock: unknown command %q\n", cmd)
-		fs.Usage()
-		return exitUsage
-	}
-	if (need == 1 && len(pos) != 1) || (need == -1 && len(pos) > 1) {
-		fmt.Fprintf(stderr, "keylock: %s: wrong number of arguments %q\n", cmd, pos)
-		fs.Usage()
-		return exitUsage
+	if len(pos) < c.min || len(pos) > c.max {
+		want := c.args
+		if c.min == 0 {
+			want = "at most one " + strings.Trim(c.args, "[]")
+		}
+		return badUsage(stderr, c, fmt.Errorf("want %s, got %d argument(s) %q", want, len(pos), pos))
 	}
 	if o.timeout <= 0 {
-		fmt.Fprintln(stderr, "keylock: -timeout must be positive")
-		return exitUsage
+		return badUsage(stderr, c, errors.New("-timeout must be positive"))
 	}
 	if o.interval < minInterval {
-		fmt.Fprintf(stderr, "keylock: -interval must be at least %s (got %s)\n", minInterval, o.interval)
-		return exitUsage
+		return badUsage(stderr, c, fmt.Errorf("-interval must be at least %s (got %s)", minInterval, o.interval))
 	}
-	if o.olderThan < 0 || (o.olderThan > 0 && cmd != "ls") {
-		fmt.Fprintln(stderr, "keylock: -older-than takes a positive duration and goes with ls")
-		return exitUsage
+	if o.olderThan < 0 || (o.olderThan > 0 && c.name != "ls") {
+		return badUsage(stderr, c, errors.New("-older-than takes a positive duration and goes with ls"))
 	}
+	cmd := c.name
 
 	cctx, cancel := context.WithTimeout(ctx, o.timeout)
 	rdb, err := connect(cctx, o)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "keylock: %v\n", err)
+		printError(stderr, "", err)
 		if isUsage(err) {
 			return exitUsage
 		}
@@ -247,7 +267,7 @@ type app struct {
 // fail reports err, naming the command the server refused if it was a
 // refusal, and returns exitError (exitUsage for an invalid name).
 func (a *app) fail(err error) int {
-	fmt.Fprintf(a.errOut, "keylock: %v\n", a.refused.explain(err))
+	printError(a.errOut, "", a.refused.explain(err))
 	if errors.Is(err, core.ErrInvalidName) {
 		return exitUsage
 	}

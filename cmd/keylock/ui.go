@@ -15,62 +15,60 @@ import (
 	"github.com/keylock/keylock/dashboard"
 )
 
-const uiUsage = `usage:
-  keylock ui [-redis ADDR|URL] [-listen 127.0.0.1:8090] [-long-hold 30s] [-refresh 500ms] [-force-unlock]
+// uiFlags are ui's own flags.
+type uiFlags struct {
+	listen            string
+	longHold, refresh time.Duration
+	force             bool
+}
 
-Serves the lock dashboard (package dashboard) until Ctrl-C. It is read-only
-unless -force-unlock is given, which needs a loopback -listen address and
-accepts force-unlocks only from loopback clients. On a loopback -listen
-address it answers only requests addressed to localhost or a loopback IP
-(the Host header), so that a web page cannot reach it by pointing its own
-name at 127.0.0.1.
-
-flags:
-`
+// uiFlagSet is ui's flags: where Redis is and its own. Its errors are the
+// caller's to print.
+func uiFlagSet(o *options, u *uiFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("keylock ui", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	connFlags(fs, o)
+	fs.StringVar(&u.listen, "listen", "127.0.0.1:8090", "address to serve the dashboard on")
+	fs.DurationVar(&u.longHold, "long-hold", 0, "highlight holds older than this (0: none)")
+	fs.DurationVar(&u.refresh, "refresh", 500*time.Millisecond, "how often an open page refreshes")
+	fs.BoolVar(&u.force, "force-unlock", false, "offer force-unlock to loopback clients (needs a loopback -listen)")
+	return fs
+}
 
 // ui serves the dashboard on -listen until ctx ends; it returns the exit
 // status. Its flags follow the command: its own and those saying where
 // Redis is (which may also come before it).
 func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("keylock ui", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	connFlags(fs, &o)
-	listen := fs.String("listen", "127.0.0.1:8090", "address to serve the dashboard on")
-	longHold := fs.Duration("long-hold", 0, "highlight holds older than this (0: none)")
-	refresh := fs.Duration("refresh", 500*time.Millisecond, "how often an open page refreshes")
-	force := fs.Bool("force-unlock", false, "offer force-unlock to loopback clients (needs a loopback -listen)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, uiUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	var u uiFlags
+	pos, err := parseInterleaved(uiFlagSet(&o, &u), args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			d, du := defaultOptions(), uiFlags{}
+			uiCommand.usage(stdout, uiFlagSet(&d, &du))
 			return exitOK
 		}
-		return exitUsage
+		return badUsage(stderr, uiCommand, err)
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "keylock: ui: unexpected arguments %q\n", fs.Args())
-		fs.Usage()
-		return exitUsage
+	if len(pos) != 0 {
+		return badUsage(stderr, uiCommand, fmt.Errorf("unexpected arguments %q", pos))
 	}
+	listen, longHold, refresh, force := &u.listen, &u.longHold, &u.refresh, &u.force
 	if o.redis == "" {
 		o.redis = defaultRedis()
 	}
 	if o.timeout <= 0 {
-		fmt.Fprintln(stderr, "keylock: ui: -timeout must be positive")
-		return exitUsage
+		return badUsage(stderr, uiCommand, errors.New("-timeout must be positive"))
 	}
 	if *force && !loopback(*listen) {
-		fmt.Fprintf(stderr, "keylock: ui: -force-unlock needs a loopback -listen address, got %q\n", *listen)
-		return exitUsage
+		return badUsage(stderr, uiCommand, fmt.Errorf("-force-unlock needs a loopback -listen address, got %q", *listen))
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, o.timeout)
 	rdb, err := connect(cctx, o)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "keylock: %v\n", err)
+		printError(stderr, "", err)
 		if isUsage(err) {
 			return exitUsage
 		}
@@ -91,12 +89,12 @@ func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer)
 	}
 	h, err := dashboard.New(locks, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "keylock: ui: %v\n", err)
+		printError(stderr, "ui", err)
 		return exitUsage
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "keylock: ui: %v\n", err)
+		printError(stderr, "ui", err)
 		return exitError
 	}
 	var handler http.Handler = h
@@ -118,7 +116,7 @@ func ui(ctx context.Context, o options, args []string, stdout, stderr io.Writer)
 		<-served
 	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintf(stderr, "keylock: ui: %v\n", err)
+		printError(stderr, "ui", err)
 		return exitError
 	}
 	return exitOK
