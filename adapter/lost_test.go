@@ -23,10 +23,13 @@ func TestLockLost(t *testing.T) {
 		{"lost", cancelledWith(core.ErrLockLost), core.ErrLockLost},
 		{"client closed", cancelledWith(core.ErrClosed), core.ErrClosed},
 		{"caller gone", cancelledWith(context.Canceled), nil},
-		{"derived from a lost lease", context.WithValue(cancelledWith(core.ErrLockLost), struct{}{}, 1), core.ErrLockLost},
+		{"derived from a lost lease", context.WithValue(cancelledWith(core.ErrLockLost), lostTestKey{}, 1), core.ErrLockLost},
 	} {
 		if got := adapter.LockLost(tc.ctx); got != tc.want {
 			t.Errorf("%s: LockLost = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
+
+// lostTestKey is a context key of the test.
+type lostTestKey struct{}
