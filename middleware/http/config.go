@@ -147,7 +147,9 @@ func WithBusyHandler(f func(w http.ResponseWriter, r *http.Request, err error)) 
 // WithErrorHandler sets the response for the other failures: status is
 // 400 (a key value is missing, empty, too long or refused; err is a
 // *keytmpl.KeyError; a WithSource function that returned ok=false is a
-// missing value), 503 (Redis unreachable), 504 (the request's deadline
+// missing value), 500 (a {path.*} placeholder on a request that matched
+// no route pattern: the middleware wraps a mux, not a route; err matches
+// keytmpl.ErrSourceFailed), 503 (Redis unreachable), 504 (the request's deadline
 // passed while waiting) or 499 (the client went away while waiting). f is
 // also called after the handler, with 503 and an error matching
 // core.ErrLockLost (core.ErrClosed if the core.Client was closed), when the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/keylock/keylock/core"
 	"github.com/keylock/keylock/internal/locktest"
+	"github.com/keylock/keylock/keytmpl"
 	httplock "github.com/keylock/keylock/middleware/http"
 )
 
@@ -402,5 +403,31 @@ func TestCustomSourceMissingIs400(t *testing.T) {
 	got := do(t, ts, "POST", "/t", "")
 	if body := got.json(t); got.status != http.StatusBadRequest || body["error"] != "invalid_key" || body["placeholder"] != "{tenant}" {
 		t.Errorf("source reported missing: status %d, body %s; want 400 invalid_key naming {tenant}", got.status, got.body)
+	}
+}
+
+// A {path.*} placeholder with the middleware around the mux, not a route,
+// finds no pattern for any request: the server's wiring, answered 500 with
+// a reason for the operator, not a 400 that blames the caller.
+func TestPathWithoutRouteIsServerError(t *testing.T) {
+	e := newEnv(t)
+	var got error
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /items/{item}", func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the handler ran without a lock key")
+	})
+	rep := do(t, serve(t, httplock.Middleware(e.Locks, "item:{path.item}")(mux)), "POST", "/items/7", "")
+	if rep.status != http.StatusInternalServerError || !strings.Contains(rep.body, "lock_source_failed") {
+		t.Fatalf("got %d %s, want 500 lock_source_failed", rep.status, rep.body)
+	}
+	ts := serve(t, httplock.Middleware(e.Locks, "item:{path.item}", httplock.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, status int, err error) {
+		got = err
+		w.WriteHeader(status)
+	}))(mux))
+	if rep := do(t, ts, "POST", "/items/7", ""); rep.status != http.StatusInternalServerError {
+		t.Fatalf("with an error handler: %d, want 500", rep.status)
+	}
+	if !errors.Is(got, keytmpl.ErrSourceFailed) || !strings.Contains(got.Error(), "no route pattern") {
+		t.Fatalf("error handler got %v, want keytmpl.ErrSourceFailed naming the missing route pattern", got)
 	}
 }

@@ -217,13 +217,22 @@ func (b *partBody) Close() error { return b.orig.Close() }
 // RequestSources returns Sources plus what a *http.Request itself knows:
 //
 //	{path.<name>}    r.PathValue(name): a ServeMux wildcard, a chi 5.1+ URL
-//	                 parameter (or a gin parameter copied there)
+//	                 parameter (or a gin parameter copied there); with no
+//	                 value and no r.Pattern (the middleware wraps a mux, not
+//	                 a route) it fails as keytmpl.ErrSourceFailed: 500
 //	{route}          r.Pattern, the ServeMux pattern that matched
 func RequestSources() map[string]keytmpl.Source[*Input] {
 	s := Sources[*Input]()
 	s["path"] = keytmpl.Named("{path.item}", func(name string) (keytmpl.Lookup[*Input], error) {
 		return func(h *Input) (string, error) {
 			v := h.Request.PathValue(name)
+			if v == "" && h.Request.Pattern == "" {
+				// No pattern matched: the middleware wraps a ServeMux (or a
+				// router that sets no path values), not a route. The
+				// server's mistake, not the caller's.
+				return "", fmt.Errorf("%w: {path.%s}: the request matched no route pattern: put the middleware around the route's handler, not the mux",
+					keytmpl.ErrSourceFailed, name)
+			}
 			return keytmpl.Present(v, v != "")
 		}, nil
 	})
