@@ -19,7 +19,9 @@
 //   - hold: what one owner holds of one lock: one or more leases
 //     (re-entries) sharing one fencing token. The token names the hold:
 //     every release, renewal, extension and replayed attempt acts on the
-//     hold with its token and on nothing else.
+//     hold with its token and on nothing else. (A semaphore's holder is
+//     named by its acquisition's id instead, unique to that acquisition;
+//     its lease still has a fencing token of its own.)
 //   - lease: one successful acquisition ([*Lease]): the proof of a hold,
 //     with its context and token; Unlock ends the lease, and the hold ends
 //     with its last lease.
