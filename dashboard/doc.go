@@ -59,6 +59,7 @@
 //
 // WithLongHold(d) highlights holds older than d. A hold's age is read from
 // its fencing token (the server's clock when the lock was taken), so it is
-// known for mutexes, fair locks and RW holders; semaphore permits carry no
-// token, and their age is not shown.
+// known for mutexes, fair locks and RW holders. A semaphore's lease has a
+// token too, but Redis does not keep which holder got which, so a permit's
+// age is not shown.
 package dashboard

@@ -38,8 +38,9 @@ func WithForceUnlock(authorize func(*http.Request) bool) Option {
 }
 
 // WithLongHold highlights holds that have been held longer than d (their
-// age is read from the hold's fencing token; semaphore permits have none,
-// so they are never highlighted). Default: 0, no highlighting.
+// age is read from the hold's fencing token; Redis keeps no token per
+// semaphore holder, so permits are never highlighted). Default: 0, no
+// highlighting.
 func WithLongHold(d time.Duration) Option { return func(c *config) { c.longHold = d } }
 
 // WithRefresh sets how often an open page asks for fresh state (each
