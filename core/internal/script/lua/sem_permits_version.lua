@@ -4,6 +4,7 @@
 -- KEYS[1]  the semaphore's count versions: hash 'next' -> the last version
 --          drawn, 'set' -> the version of the count stored (no expiry,
 --          like the count)
+-- ARGV     none
 --
 -- Returns the version, as a decimal string: max(last drawn + 1, the
 -- server's clock in microseconds), so versions keep rising across a
