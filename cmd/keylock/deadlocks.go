@@ -38,7 +38,7 @@ func (a *app) deadlocks(ctx context.Context, glob string) int {
 // writeDeadlocks prints the cycles for people.
 func writeDeadlocks(w io.Writer, found []core.Deadlock, now time.Time) {
 	if len(found) == 0 {
-		fmt.Fprintln(w, "no deadlock (among owners waiting in a fair lock's line or as an RW writer)")
+		fmt.Fprintln(w, "no deadlock (among the owners waiting in a lock's line)")
 		return
 	}
 	for i, d := range found {
