@@ -143,12 +143,7 @@ func TestStreamLostLockCancelsContext(t *testing.T) {
 			return err
 		}
 		close(entered)
-		select {
-		case <-stream.Context().Done():
-			cause <- context.Cause(stream.Context())
-		case <-time.After(10 * time.Second):
-			cause <- errors.New("stream context not cancelled within 10s")
-		}
+		cause <- causeWhenDone(stream.Context())
 		return stream.Context().Err()
 	}}
 	c := serve(t, s, nil, streamOnly(grpclock.StreamServerInterceptor(e.locks, grpclock.WithMethod(mUpload, "upload:{req.item_id}"))))
@@ -180,12 +175,7 @@ func TestStreamLockedBeforeHandlerLostLock(t *testing.T) {
 	entered, cause := make(chan struct{}), make(chan error, 1)
 	s := &shop{watch: func(_ *testpb.BuyRequest, stream testpb.Shop_WatchServer) error {
 		close(entered)
-		select {
-		case <-stream.Context().Done():
-			cause <- context.Cause(stream.Context())
-		case <-time.After(10 * time.Second):
-			cause <- errors.New("stream context not cancelled within 10s")
-		}
+		cause <- causeWhenDone(stream.Context())
 		return stream.Context().Err()
 	}}
 	c := serve(t, s, nil, streamOnly(grpclock.StreamServerInterceptor(e.locks, grpclock.WithMethod(mWatch, tpl))))

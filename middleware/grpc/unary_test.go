@@ -319,12 +319,7 @@ func TestUnaryLostLockCancelsHandler(t *testing.T) {
 			entered, cause := make(chan struct{}), make(chan error, 1)
 			s := &shop{buy: func(ctx context.Context, req *testpb.BuyRequest) (*testpb.BuyReply, error) {
 				close(entered)
-				select {
-				case <-ctx.Done():
-					cause <- context.Cause(ctx)
-				case <-time.After(10 * time.Second):
-					cause <- errors.New("handler context not cancelled within 10s")
-				}
+				cause <- causeWhenDone(ctx)
 				if err := tc.answer(ctx); err != nil {
 					return nil, err
 				}
@@ -496,5 +491,16 @@ func TestOtherLockKinds(t *testing.T) {
 				t.Errorf("first call = %v, want success", err)
 			}
 		})
+	}
+}
+
+// causeWhenDone waits for ctx, a handler's, to end and returns why
+// (context.Cause), or an error when it has not ended within 10s.
+func causeWhenDone(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(10 * time.Second):
+		return errors.New("handler context not cancelled within 10s")
 	}
 }
