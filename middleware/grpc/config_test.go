@@ -91,6 +91,11 @@ func TestBadConfigFailsAtStartup(t *testing.T) {
 	if _, err := grpclock.New(nil); err == nil {
 		t.Error("New(nil) succeeded, want an error")
 	}
+	// Without a WithMethod rule the interceptors would lock nothing: a
+	// start-up error, as asynqlock's Middleware without a WithTask rule.
+	if _, err := grpclock.New(locks, grpclock.Fair()); err == nil || !strings.Contains(err.Error(), "no WithMethod rule") {
+		t.Errorf("New without a rule = %v, want the no-rule error", err)
+	}
 	// A service that is not registered (served through a proxy's
 	// UnknownServiceHandler, or with another codec) takes an explicit
 	// AllowUnregistered, for one rule or for all; its {req.*} fields are

@@ -35,8 +35,9 @@ type rule struct {
 // the error names the closest registered services of its package; see
 // AllowUnregistered), a method its service does not have, a {req.*} field
 // the method's request message does not have, an invalid, conflicting or
-// unimplemented lock kind, an invalid option, or a method named twice. Nil
-// options are ignored.
+// unimplemented lock kind, an invalid option, a method named twice, or no
+// WithMethod rule at all (the interceptors would lock nothing). Nil options
+// are ignored.
 func New(locks *core.Client, opts ...Option) (*Interceptors, error) {
 	if locks == nil {
 		return nil, errors.New("grpclock: nil *core.Client")
@@ -45,6 +46,9 @@ func New(locks *core.Client, opts ...Option) (*Interceptors, error) {
 	adapter.Apply(&cfg, opts)
 	if err := cfg.policy.Err(); err != nil {
 		return nil, fmt.Errorf("grpclock: %w", err)
+	}
+	if len(cfg.rules) == 0 {
+		return nil, errors.New("grpclock: New: no WithMethod rule, so the interceptors would lock nothing")
 	}
 	i := &Interceptors{rules: make(map[string]*rule, len(cfg.rules))}
 	for _, mr := range cfg.rules {
