@@ -41,7 +41,7 @@ func connect(ctx context.Context, o options) (redis.UniversalClient, error) {
 		seeds = strings.Split(spec, ",")
 		opt = &redis.Options{Addr: seeds[0]}
 	case spec == "":
-		return nil, fmt.Errorf("-redis: empty address")
+		return nil, errUsage("-redis: empty address")
 	default:
 		opt = &redis.Options{Addr: spec}
 	}
@@ -202,7 +202,7 @@ func tlsOptions(cfg **tls.Config, o options) error {
 		return nil
 	}
 	if *cfg == nil {
-		return fmt.Errorf("-tls-ca and -tls-insecure need a rediss:// URL")
+		return errUsage("-tls-ca and -tls-insecure need a rediss:// URL")
 	}
 	if o.insecure {
 		(*cfg).InsecureSkipVerify = true
@@ -258,14 +258,15 @@ func redact(spec string) string {
 	return scheme + "://" + rest
 }
 
-// badURL is the error for a -redis URL that does not parse, its secrets
-// hidden, also in the copy of the URL a *url.Error carries.
+// badURL is the error for a -redis URL that does not parse (bad usage,
+// exit status 2), its secrets hidden, also in the copy of the URL a
+// *url.Error carries.
 func badURL(spec string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		ue.URL = redact(ue.URL)
 	}
-	return fmt.Errorf("-redis %q: %w", redact(spec), err)
+	return errUsage(fmt.Sprintf("-redis %q: %v", redact(spec), err))
 }
 
 // since formats a duration for people: 12.4s, 3m05s, 1h02m.

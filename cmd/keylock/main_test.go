@@ -265,7 +265,7 @@ func TestRedactHidesPasswords(t *testing.T) {
 }
 
 // TestCLIHidesPasswordsInURLErrors: a -redis URL that does not parse is
-// named in the error with its passwords hidden.
+// bad usage (exit 2), named in the error with its passwords hidden.
 func TestCLIHidesPasswordsInURLErrors(t *testing.T) {
 	for _, spec := range []string{
 		"redis-sentinel://h1:26379/m?sentinel_password=S3CRET&bogus=1",
@@ -275,9 +275,12 @@ func TestCLIHidesPasswordsInURLErrors(t *testing.T) {
 		"redis://ops:S3CRET@h1:6379/0?password=S3CRET&bogus=1",
 	} {
 		_, stderr, code := cli(t, "-redis", spec, "ls")
-		if code == exitOK || !strings.Contains(stderr, "-redis") || strings.Contains(stderr, "S3CRET") {
-			t.Errorf("-redis %s: exit %d, stderr %q; want an error naming -redis without the password", spec, code, stderr)
+		if code != exitUsage || !strings.Contains(stderr, "-redis") || strings.Contains(stderr, "S3CRET") {
+			t.Errorf("-redis %s: exit %d, stderr %q; want 2 and an error naming -redis without the password", spec, code, stderr)
 		}
+	}
+	if _, stderr, code := cli(t, "-redis", " ", "ls"); code != exitUsage || !strings.Contains(stderr, "-redis: empty address") {
+		t.Errorf("-redis \" \": exit %d, stderr %q; want 2 and \"empty address\"", code, stderr)
 	}
 }
 

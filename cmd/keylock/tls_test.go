@@ -77,7 +77,7 @@ func TestCLIOverTLS(t *testing.T) {
 	if code != exitError || !strings.Contains(stderr, "certificate") {
 		t.Errorf("TLS without the CA: exit %d, stderr %q; want 1 and a certificate error", code, stderr)
 	}
-	if _, stderr, code := cli(t, "-redis", addr, "-tls-ca", ca, "show", "x"); code != exitError || !strings.Contains(stderr, "rediss://") {
-		t.Errorf("-tls-ca without rediss://: exit %d, stderr %q; want 1 saying it needs rediss://", code, stderr)
+	if _, stderr, code := cli(t, "-redis", addr, "-tls-ca", ca, "show", "x"); code != exitUsage || !strings.Contains(stderr, "rediss://") {
+		t.Errorf("-tls-ca without rediss://: exit %d, stderr %q; want 2 saying it needs rediss://", code, stderr)
 	}
 }
