@@ -62,8 +62,9 @@
 // {"error":"lock_lost"} (WithErrorHandler's, with an error matching
 // core.ErrLockLost), not an empty 200; what a handler wrote is kept. To tell,
 // the handler gets a writer that notes whether the response has started; it
-// keeps http.Flusher and http.Hijacker, and http.ResponseController reaches
-// the writer underneath through its Unwrap method.
+// keeps http.Flusher, http.Hijacker and http.Pusher, and
+// http.ResponseController reaches the writer underneath through its Unwrap
+// method.
 // LeaseFrom(r) (core.LeaseFrom(r.Context())) gives the lease, for its
 // fencing token. The lock is then released under a fresh context (the
 // request's values without its cancellation, bounded by

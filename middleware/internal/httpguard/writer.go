@@ -12,7 +12,8 @@ import (
 // answer for a handler that returned without writing once its lock was
 // lost (see adapter.LockLost). Flush, Hijack and ReadFrom pass through to
 // the writer underneath (through http.ResponseController, so it need not
-// have them itself) and start the response; Unwrap gives
+// have them itself) and start the response; Push (HTTP/2 server push)
+// passes through and does not start it; Unwrap gives
 // http.ResponseController that writer for the rest (deadlines, full
 // duplex).
 type Writer struct {
@@ -67,6 +68,17 @@ func (w *Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	w.started = true
 	return io.Copy(w.ResponseWriter, r)
+}
+
+// Push starts an HTTP/2 server push (http.Pusher) through the writer
+// underneath; it fails with http.ErrNotSupported when that writer cannot
+// (HTTP/1, or a client that turned push off), as http.Pusher says. A push
+// promise does not start the response.
+func (w *Writer) Push(target string, opts *http.PushOptions) error {
+	if p, ok := w.ResponseWriter.(http.Pusher); ok {
+		return p.Push(target, opts)
+	}
+	return http.ErrNotSupported
 }
 
 // Unwrap returns the writer underneath, for http.ResponseController.

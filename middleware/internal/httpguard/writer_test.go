@@ -41,3 +41,34 @@ func TestWriterStarted(t *testing.T) {
 		t.Error("ResponseController.Flush through the Writer did not reach the recorder")
 	}
 }
+
+// pusher is a writer underneath that can push (HTTP/2).
+type pusher struct {
+	*httptest.ResponseRecorder
+	pushed []string
+}
+
+func (p *pusher) Push(target string, _ *http.PushOptions) error {
+	p.pushed = append(p.pushed, target)
+	return nil
+}
+
+// TestWriterPush: a push reaches the writer underneath when it can push,
+// is http.ErrNotSupported when it cannot, and never starts the response.
+func TestWriterPush(t *testing.T) {
+	p := &pusher{ResponseRecorder: httptest.NewRecorder()}
+	var w http.ResponseWriter = Track(p)
+	hp, ok := w.(http.Pusher)
+	if !ok {
+		t.Fatal("*Writer is not an http.Pusher")
+	}
+	if err := hp.Push("/app.css", nil); err != nil || len(p.pushed) != 1 || p.pushed[0] != "/app.css" {
+		t.Errorf("Push through a writer that can: err %v, pushed %q; want nil, [/app.css]", err, p.pushed)
+	}
+	if w.(*Writer).Started() {
+		t.Error("Push started the response")
+	}
+	if err := Track(httptest.NewRecorder()).Push("/app.css", nil); !errors.Is(err, http.ErrNotSupported) {
+		t.Errorf("Push through a writer that cannot: %v, want http.ErrNotSupported", err)
+	}
+}
