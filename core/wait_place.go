@@ -37,7 +37,9 @@ var scriptFairKeep = script.Register("fair_keep", "lib_fence", "lib_queue")
 // within a third of the waiter timeout even if no waiter's own look is due.
 
 // keepChunk bounds the places one keep call renews, so a Client with
-// thousands of waiters on one lock never runs one long script.
+// thousands of waiters on one lock never runs one long script. (The script
+// passes two values a place to one ZADD through Lua's unpack, whose stack
+// holds about 8,000: keep it well under 4,000.)
 const keepChunk = 500
 
 // placeKeeper is the Client's register of kept places, by line. Its

@@ -358,25 +358,41 @@ end
 -- (queue, deadlines, standing) lives ttl ms more. It returns the 1-based
 -- numbers of the triples whose place was not found, and how many were
 -- renewed.
+--
+-- It reads every place's standing attempt and deadline in one HMGET and
+-- one ZMSCORE and writes the new deadlines in one ZADD: a Client keeps
+-- hundreds of places per call (core/wait_place.go), and three commands a
+-- place would hold Redis up for milliseconds.
 local function renew_places(queue, deadlines, standing, ttl, i, now, kept)
-  local lost = {}
-  local n, renewed = 1, 0
-  while ARGV[i] do
-    local member, id, wt = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-    local st = redis.call('hget', standing, member)
-    if st and standing_parse(st) == id and redis.call('zscore', deadlines, member) then
-      redis.call('zadd', deadlines, string.format('%d', now + wt), member)
+  local lost, members = {}, {}
+  local j = i
+  while ARGV[j] do
+    members[#members + 1] = ARGV[j]
+    j = j + 3
+  end
+  if #members == 0 then
+    return lost, 0
+  end
+  local sts = redis.call('hmget', standing, unpack(members))
+  local dls = redis.call('zmscore', deadlines, unpack(members))
+  local renew = {}
+  for n, member in ipairs(members) do
+    local k = i + 3 * (n - 1)
+    local st = sts[n]
+    if st and dls[n] and standing_parse(st) == ARGV[k + 1] then
+      local deadline = now + tonumber(ARGV[k + 2])
+      renew[#renew + 1] = string.format('%d', deadline)
+      renew[#renew + 1] = member
       if kept then
-        kept(member, now + wt, st)
+        kept(member, deadline, st)
       end
-      renewed = renewed + 1
     else
       lost[#lost + 1] = n
     end
-    i = i + 3
-    n = n + 1
   end
+  local renewed = #renew / 2
   if renewed > 0 then
+    redis.call('zadd', deadlines, unpack(renew))
     redis.call('pexpire', queue, ttl)
     redis.call('pexpire', deadlines, ttl)
     redis.call('pexpire', standing, ttl)
