@@ -245,8 +245,12 @@ func (w *restartWatch) probe(runIDs map[string]string) (restarted, misplaced boo
 			}
 		}
 	}
+	// The first probe that answers is the baseline: every master it finds
+	// is new then, and none of them means a restart (on a Cluster the
+	// first probe finds several at once).
+	baseline := len(runIDs) == 0
 	for addr, id := range found {
-		if old, ok := runIDs[addr]; (ok && old != id) || (!ok && len(runIDs) > 0) {
+		if old, ok := runIDs[addr]; (ok && old != id) || (!ok && !baseline) {
 			restarted = true
 		}
 		runIDs[addr] = id
