@@ -85,10 +85,35 @@ type releaseLog struct {
 	pending time.Time
 }
 
-// args names what l's release gives back.
+// args names what l's release gives back. Its receipt outlives every
+// copy the Client may still send: the retries last until the hold's lease
+// would have ended, the latest Extend included (leaseEnd).
 func (l *Lease) args() releaseArgs {
+	lease := l.lease
+	if !l.watchdog && l.multi == nil {
+		lease = max(lease, l.leaseEnd().Sub(l.acquired))
+	}
 	return releaseArgs{owner: l.info.Owner, id: l.id, token: l.token, watchdog: l.watchdog, wdLease: l.c.cfg.watchdogTimeout,
-		keep: receiptFor(l.lease, l.c.cfg.watchdogTimeout)}
+		keep: receiptFor(lease, l.c.cfg.watchdogTimeout)}
+}
+
+// leaseEnd is when Redis ends the hold of l, a fixed-LeaseTime lease, at
+// the latest on l's account: the end of its LeaseTime, or of the latest
+// Extend when that is later. An extension's safety deadline falls short of
+// the server's expiry by its drift margin and at most the time its call
+// took (bounded by the replay window).
+func (l *Lease) leaseEnd() time.Time {
+	end := l.acquired.Add(l.lease)
+	w := l.c.watchdog
+	w.mu.Lock()
+	deadline := l.deadline
+	w.mu.Unlock()
+	if deadline.After(end.Add(-driftMargin(l.lease))) { // Extend moved it
+		if ext := deadline.Add(driftMargin(deadline.Sub(l.acquired)) + l.c.cfg.replay); ext.After(end) {
+			end = ext
+		}
+	}
+	return end
 }
 
 // releaseOutcome is told how Unlock's release went (err: nil, errAbandoned
@@ -101,10 +126,13 @@ func (c *Client) releaseOutcome(l *Lease, err error) {
 		return err
 	}
 	// A watchdog hold lives at most one watchdog timeout past its last
-	// renewal; a fixed one until its lease ends.
+	// renewal; a fixed one until its lease ends, or its latest extension.
 	until := time.Now().Add(c.cfg.watchdogTimeout)
 	if !l.watchdog {
 		until = l.acquired.Add(l.lease)
+		if l.multi == nil {
+			until = l.leaseEnd()
+		}
 	}
 	switch {
 	case err == nil:
