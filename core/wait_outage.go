@@ -50,7 +50,7 @@ const (
 
 // outage is a Lock's state while its attempts fail.
 type outage struct {
-	since time.Time // the last reply (or the Lock's start)
+	since time.Time // the first failure in a row: when the outage began
 	pause time.Duration
 	err   error // the last failure, wrapped (ErrUnavailable)
 }
@@ -66,8 +66,11 @@ func (a *attempt) rideOut(ctx context.Context, err error) (bool, error) {
 		return false, nil
 	}
 	o, waitUntil := &a.out, a.waitUntil
-	if o.since.IsZero() {
-		o.since = a.start
+	if o.err == nil {
+		// The first failure since Redis last answered this Lock (or since
+		// it began): the outage counts from here. The quiet wait in line
+		// before it, however long, was no outage.
+		o.since = time.Now()
 	}
 	o.pause = min(max(2*o.pause, outageFirstPause), outageMaxPause)
 	resume := time.Now().Add(o.pause)
