@@ -18,7 +18,8 @@ import (
 // to the old one (READONLY, resets). A Lock that waits has a budget for
 // waiting; spending it on an outage is what the caller asked for. So when
 // an attempt of a waiting Lock fails with a Redis error that may pass
-// (network errors, READONLY, LOADING, MASTERDOWN, TRYAGAIN, CLUSTERDOWN),
+// (network errors, READONLY, LOADING, MASTERDOWN, TRYAGAIN, CLUSTERDOWN,
+// and a redirect that go-redis did not follow: MOVED, ASK),
 // the attempt is settled (settle.go: whatever it may have won is given
 // back) and the Lock tries again with a new acquisition id, after a backoff
 // — while its budget (ctx's deadline, WaitTimeout) has room. A Lock without
@@ -111,8 +112,8 @@ func (o *outage) failed(ctx context.Context) error {
 }
 
 // transient reports whether an attempt's error may pass on its own: a
-// network error, a timeout, or a server error that a failover or a
-// restart produces.
+// network error, a timeout, or a server error that a failover, a restart
+// or a slot's migration produces.
 func transient(err error) bool {
 	if err == nil || err == errAbandoned || err == errAttemptOver || errors.Is(err, ErrClosed) || errors.Is(err, redis.ErrClosed) ||
 		errors.Is(err, ErrReplicaSync) || errors.Is(err, ErrInvalidOption) || errors.Is(err, ErrInvalidName) {
@@ -123,7 +124,11 @@ func transient(err error) bool {
 		return true // the network, a timeout, a pool or dial error
 	}
 	msg := rerr.Error()
-	for _, p := range []string{"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+	// MOVED and ASK reach an attempt that went straight to the master of
+	// its lock's slot (replica sync on a Cluster, replica.go) after the slot
+	// moved: the slot map is read again, and a later attempt finds the new
+	// owner.
+	for _, p := range []string{"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED ", "ASK "} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}
