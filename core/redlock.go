@@ -297,20 +297,28 @@ func unsettled(replies []nodeReply, got []bool) []int {
 
 // fence makes the RedLock's token: the largest token of the granting nodes,
 // written back to them so that every later majority sees it. An acquisition
-// that re-entered on every granting node keeps the token of its hold. nodes
-// is the hold's token on each node afterwards (0 where not granted; the
-// RedLock's token where it was raised — a node whose raise failed then
-// names a hold it does not have, and counts as lost: a minority).
+// that re-entered on a majority of the nodes re-entered the owner's hold:
+// it keeps that hold's token (the largest of the re-entered nodes'), and
+// nodes that granted it fresh (left out when the hold was taken) keep
+// theirs — raising them would rename the hold its other leases renew and
+// release by. nodes is the hold's token on each node afterwards (0 where
+// not granted; the RedLock's token where it was raised — a node whose
+// raise failed then names a hold it does not have, and counts as lost: a
+// minority).
 func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Duration, round string, replies []nodeReply, granted []int) (token uint64, reentry bool, nodes []uint64, err error) {
-	reentry = true
 	nodes = make([]uint64, len(a.clients))
+	var held uint64 // the largest token of the nodes re-entered
+	reentered := 0
 	for _, i := range granted {
 		nodes[i] = uint64(replies[i].val)
 		token = max(token, nodes[i])
-		reentry = reentry && replies[i].status == 2
+		if replies[i].status == 2 {
+			held = max(held, nodes[i])
+			reentered++
+		}
 	}
-	if reentry {
-		return token, true, nodes, nil
+	if reentered >= a.quorum {
+		return held, true, nodes, nil
 	}
 	var raise []int // granting nodes whose token is lower
 	for _, i := range granted {
