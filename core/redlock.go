@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -183,25 +184,23 @@ func roundID(t try) string { return t.id + "/" + strconv.Itoa(t.seq) }
 // nodeTimeout, and decides on the replies in time. A round that a counted
 // majority granted is fenced (claim); any other is given back on every
 // node that granted it or whose answer is unknown, and refused (refusal).
-// A grant that arrives after the round was decided is kept by a won round
-// and given back by a lost one.
+// A node outside the lease a won round makes — its grant arrived after the
+// round was decided, or its call failed after the script may have run —
+// is given back too, in the background: the lease neither renews nor
+// releases it, so nobody would end that hold before its lease does.
 func (a *redlockAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	round := roundID(t)
 	a.loadScripts(ctx)
 	start := time.Now()
 	ctx = context.WithoutCancel(ctx)
 	bound := a.nodeTimeout(t.lease)
-	decided := make(chan struct{})
-	var won bool // written before decided is closed
 	replies, got := fanout(a.clients, bound, func(i int, c *Client) nodeReply {
 		return a.acquireNode(nodeContext(ctx, c), i, t, round)
-	}, func(i int, rep nodeReply) {
-		<-decided
-		if !won {
-			a.abortNodes(t, round, []int{i})
-		}
+	}, func(i int, _ nodeReply) {
+		// A late reply, on node i's Client: whatever the round decided,
+		// the lease does not name this node.
+		a.giveBackNode(t, round, i)
 	})
-	defer close(decided)
 
 	rt := tallyRound(replies, got, bound, max(t.lease, a.clients[0].cfg.watchdogTimeout))
 	if len(rt.counted) < a.quorum {
@@ -213,8 +212,38 @@ func (a *redlockAttempt) acquire(ctx context.Context, t try) (acquireReply, erro
 		a.abortNodes(t, round, unsettled(replies, got))
 		return acquireReply{}, fmt.Errorf("redlock %q: %w", a.k.name, err)
 	}
-	won = true
+	for i, rep := range replies {
+		if got[i] && rep.err != nil && !errors.Is(rep.err, ErrClosed) {
+			a.clients[i].spawn(func() { a.giveBackNode(t, round, i) })
+		}
+	}
 	return rep, nil
+}
+
+// giveBackNode resolves round on node i, which the round's outcome does not
+// name (a late reply, a failed call), as settle resolves an attempt: tried
+// again with backoff until it lands, what the round may hold there can no
+// longer live, or node i's Client closes. Run on node i's Client.
+func (a *redlockAttempt) giveBackNode(t try, round string, i int) {
+	c := a.clients[i]
+	until := time.Now().Add(max(t.lease, receiptTTL))
+	pause := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(givingBack(c.grace), c.cfg.releaseTimeout)
+		r := t.abortRelease()
+		r.id = round
+		_, err := a.nodes[i].releaseAs(ctx, r, "1")
+		cancel()
+		if err == nil || !time.Now().Add(pause).Before(until) {
+			return
+		}
+		select {
+		case <-c.done:
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, settleBackoff)
+	}
 }
 
 // claim makes the round started at start, which a counted majority

@@ -48,3 +48,54 @@ func TestRedLockReentryOverANodeTheHoldMissed(t *testing.T) {
 		t.Fatalf("held on %d nodes after both Unlocks, want 0", n)
 	}
 }
+
+// A node whose grant arrives after a round that a majority won is not part
+// of the lease (never renewed nor released by it): the grant is given back
+// at once, not left to its lease.
+func TestRedLockLateGrantOfAWonRoundIsGivenBack(t *testing.T) {
+	nodes := redlockNodes(t, 3)
+	waitAged(t, nodes...)
+	rl := core.NewRedLock(clientsOf(nodes), "late-grant")
+	ctx := ctxTimeout(t, 30*time.Second)
+	mustUnlock(t, mustLock(t, rl, ctx)) // scripts loaded everywhere
+
+	// Each node's attempt is bounded by 600ms/3; node 2's grant, made
+	// 150ms after the attempt was sent (its hold then lives a lease, 1s),
+	// reaches the Client 150ms later.
+	nodes[2].proxy.Delay(150 * time.Millisecond)
+	l := mustLock(t, rl, ctx, core.WaitTimeout(600*time.Millisecond))
+	mustUnlock(t, l)
+	// The late reply arrives about 300ms after the send, its give-back
+	// lands 150ms after that; the hold would expire 1150ms after the send.
+	time.Sleep(500 * time.Millisecond)
+	n := held(nodes, "late-grant")
+	nodes[2].proxy.Pass()
+	if n != 0 {
+		t.Fatalf("held on %d nodes after Unlock, want 0 (the late grant given back)", n)
+	}
+}
+
+// The same for a node whose call failed after its script ran (the reply
+// lost to a read timeout, within the round's bound): the round is won
+// without it, and what it may have won there is given back.
+func TestRedLockLostReplyOfAWonRoundIsGivenBack(t *testing.T) {
+	nodes := redlockNodes(t, 3)
+	nodes[2].c = newLocks(t, proxyClient(t, nodes[2].proxy.Addr(), 100*time.Millisecond), core.WithWatchdogTimeout(redlockLease))
+	waitAged(t, nodes...)
+	rl := core.NewRedLock(clientsOf(nodes), "lost-reply")
+	ctx := ctxTimeout(t, 30*time.Second)
+	mustUnlock(t, mustLock(t, rl, ctx)) // scripts loaded everywhere
+
+	// Node 2's script runs 150ms after the send, its Client gave up at
+	// 100ms; the round's bound is a third of the 1s lease.
+	// The link heals once the Lock returned (until then a give-back over
+	// it times out as well, and is tried again).
+	nodes[2].proxy.Delay(150 * time.Millisecond)
+	l := mustLock(t, rl, ctx)
+	nodes[2].proxy.Pass()
+	mustUnlock(t, l)
+	time.Sleep(500 * time.Millisecond) // the hold would expire 1150ms after the send
+	if n := held(nodes, "lost-reply"); n != 0 {
+		t.Fatalf("held on %d nodes after Unlock, want 0 (the unknown outcome resolved)", n)
+	}
+}
