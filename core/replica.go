@@ -15,9 +15,11 @@ import (
 
 // ErrReplicaSync reports that a lock was taken on the master but not
 // acknowledged by enough replicas within the replica-sync timeout (see
-// WithReplicaSync). The lock just taken has been released again. Errors
-// matching ErrReplicaSync also match ErrUnavailable: for the caller it is a
-// failure of the Redis deployment, and the attempt may be retried.
+// WithReplicaSync). The lock just taken has been given back (in the
+// background when that release failed or the caller's context ended
+// first). Errors matching ErrReplicaSync also match ErrUnavailable: for
+// the caller it is a failure of the Redis deployment, and the attempt may
+// be retried.
 var ErrReplicaSync = errors.New("keylock: lock not acknowledged by enough replicas")
 
 // AllReplicas, as WithReplicaSync's count, makes every acquisition wait for
@@ -179,7 +181,10 @@ func (c *Client) replicated(ctx context.Context, p resolver, t try, acked acks) 
 	if rs == nil || acked.got == noReplicaCheck || acked.got >= acked.want {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
+	// The give-back keeps the caller's deadline (Lock never returns past
+	// it, even while Redis stalls); one that ctx cuts short is finished in
+	// the background.
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.releaseTimeout)
 	defer cancel()
 	undo := "released it again"
 	if err := p.abort(rctx, t); err != nil {
