@@ -43,7 +43,10 @@ const minNodeTimeout = 50 * time.Millisecond
 // released too.
 //
 // Unlock releases on every node at once and succeeds when a majority
-// answered; nodes that are down are skipped (their lock expires). Holds
+// released it; nodes that are down are skipped (their lock expires). It
+// reports ErrNotHeld when more than N − majority nodes no longer held it
+// (a node that never granted the hold among them), and otherwise fails,
+// matching ErrUnavailable, and is retried in the background. Holds
 // taken without LeaseTime are renewed on every node by the first client's
 // watchdog; when a renewal finds that fewer than a majority still hold the
 // lock, or renewals fail until the validity ends, the lease's context is
@@ -488,9 +491,13 @@ func (a *redlockAttempt) renewOne(ctx context.Context, r renewal) (bool, error) 
 	return false, fmt.Errorf("redlock: %d of %d nodes renewed, need %d: %w", t.held, len(a.clients), a.quorum, t.err)
 }
 
-// release gives back one hold on every node at once. It succeeds when a
-// majority answered (nodes that are down are skipped: their holds expire);
-// the lease was held if a majority still held it.
+// release gives back one hold on every node at once. The lease was held if
+// a majority still held it; it was not once more than N − majority nodes
+// no longer held it (a node that never granted the hold counts among
+// those, without being asked). Nodes that are down are skipped while the
+// others decide it (their holds expire); otherwise the release fails, and
+// is retried, as Unlock's of any kind: the holds it could not reach may be
+// all that keeps a majority.
 func (a *redlockAttempt) release(ctx context.Context, r releaseArgs) (releaseReply, error) {
 	bound := a.clients[0].cfg.releaseTimeout
 	if d, ok := ctx.Deadline(); ok {
@@ -509,8 +516,12 @@ func (a *redlockAttempt) release(ctx context.Context, r releaseArgs) (releaseRep
 		return nodeReply{status: 1, val: rep.remaining, err: err}
 	}, nil)
 	t := a.tally(replies, got, bound)
-	if answered := t.held + t.gone; answered < a.quorum {
-		return releaseReply{}, fmt.Errorf("redlock: %d of %d nodes answered the release, need %d: %w", answered, len(a.clients), a.quorum, t.err)
+	switch {
+	case t.held >= a.quorum:
+		return releaseReply{held: true, remaining: t.most}, nil
+	case t.gone > len(a.clients)-a.quorum:
+		return releaseReply{remaining: t.most}, nil
 	}
-	return releaseReply{held: t.held >= a.quorum, remaining: t.most}, nil
+	return releaseReply{}, fmt.Errorf("redlock: of %d nodes %d released it and %d no longer held it (need %d, or more than %d): %w",
+		len(a.clients), t.held, t.gone, a.quorum, len(a.clients)-a.quorum, t.err)
 }

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -97,5 +98,36 @@ func TestRedLockLostReplyOfAWonRoundIsGivenBack(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the hold would expire 1150ms after the send
 	if n := held(nodes, "lost-reply"); n != 0 {
 		t.Fatalf("held on %d nodes after Unlock, want 0 (the unknown outcome resolved)", n)
+	}
+}
+
+// An Unlock that reaches only one of the two nodes holding a RedLock (of
+// three; the third never granted it) cannot know that the lock is free:
+// it fails, as unavailable, and is retried — not answered ErrNotHeld with
+// the other node still held.
+func TestRedLockUnlockWithAHoldingNodeDownIsRetried(t *testing.T) {
+	nodes := redlockNodes(t, 3)
+	waitAged(t, nodes...)
+	rl := core.NewRedLock(clientsOf(nodes), "unlock-down")
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	nodes[2].proxy.Drop()
+	l := mustLock(t, rl, ctx)
+	nodes[2].proxy.Pass()
+	nodes[1].proxy.Drop()
+	err := l.Unlock(ctx)
+	if errors.Is(err, core.ErrNotHeld) || !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Unlock with node 1 of the holding nodes 0-1 down: %v, want ErrUnavailable", err)
+	}
+	// Renewed every third of its 1s lease until Unlock, node 1's hold
+	// would expire at least 667ms after it; the retried release ends it
+	// sooner.
+	nodes[1].proxy.Pass()
+	deadline := time.Now().Add(400 * time.Millisecond)
+	for held(nodes, "unlock-down") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("held on %d nodes 400ms after node 1 came back, want 0 (the release retried)", held(nodes, "unlock-down"))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
