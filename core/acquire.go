@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -211,10 +212,16 @@ func (a *attempt) leftLine(l *Lease) {
 		// that won renews: a grant to it is that lease's, not a stray one.
 		// What gives it back, not the lease itself: its context (and the
 		// caller's, which it derives from) is not kept alive.
+		//
+		// The give-back has a receipt of its own, named by the grant's
+		// token: with the lease's (the attempt id's), whichever of it and
+		// the lease's own Unlock landed first would answer the other — the
+		// grant left held for its claim window, or an Unlock of a hold the
+		// failover lost answered as a success.
 		args, rel := l.args(), l.releasedBy()
 		o.giveBack = func(ctx context.Context, token uint64) error {
 			r := args
-			r.token = token
+			r.id, r.token = args.id+":g"+strconv.FormatUint(token, 10), token
 			_, err := rel.release(ctx, r)
 			return err
 		}
