@@ -202,7 +202,7 @@ func (a *redlockAttempt) acquire(ctx context.Context, t try) (acquireReply, erro
 	}, func(i int, _ nodeReply) {
 		// A late reply, on node i's Client: whatever the round decided,
 		// the lease does not name this node.
-		a.giveBackNode(t, round, i)
+		a.giveBackNode(t, round, i, false)
 	})
 
 	rt := tallyRound(replies, got, bound, max(t.lease, a.clients[0].cfg.watchdogTimeout))
@@ -217,36 +217,50 @@ func (a *redlockAttempt) acquire(ctx context.Context, t try) (acquireReply, erro
 	}
 	for i, rep := range replies {
 		if got[i] && rep.err != nil && !errors.Is(rep.err, ErrClosed) {
-			a.clients[i].spawn(func() { a.giveBackNode(t, round, i) })
+			a.clients[i].spawn(func() { a.giveBackNode(t, round, i, false) })
 		}
 	}
 	return rep, nil
 }
 
-// giveBackNode resolves round on node i, which the round's outcome does not
-// name (a late reply, a failed call), as settle resolves an attempt: tried
-// again with backoff until it lands, what the round may hold there can no
-// longer live, or node i's Client closes. Run on node i's Client.
-func (a *redlockAttempt) giveBackNode(t try, round string, i int) {
+// giveBackNode resolves round on node i, as settle resolves an attempt:
+// tried (again, after a pause, when tried says a first try failed) with
+// backoff until it lands, what the round may hold there can no longer
+// live, or node i's Client closes. Run on node i's Client.
+func (a *redlockAttempt) giveBackNode(t try, round string, i int, tried bool) {
 	c := a.clients[i]
 	until := time.Now().Add(max(t.lease, receiptTTL))
 	pause := 50 * time.Millisecond
 	for {
-		ctx, cancel := context.WithTimeout(givingBack(c.grace), c.cfg.releaseTimeout)
-		r := t.abortRelease()
-		r.id = round
-		_, err := a.nodes[i].releaseAs(ctx, r, "1")
-		cancel()
-		if err == nil || !time.Now().Add(pause).Before(until) {
+		if tried {
+			if !time.Now().Add(pause).Before(until) {
+				return
+			}
+			select {
+			case <-c.done:
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, settleBackoff)
+		}
+		if a.giveBackOnce(t, round, i) == nil {
 			return
 		}
-		select {
-		case <-c.done:
-			return
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, settleBackoff)
+		tried = true
 	}
+}
+
+// giveBackOnce resolves round on node i once, with a fresh bounded context
+// that its Client's Close lets run for closeGrace more, as any give-back
+// (settle.go).
+func (a *redlockAttempt) giveBackOnce(t try, round string, i int) error {
+	c := a.clients[i]
+	ctx, cancel := context.WithTimeout(givingBack(c.grace), c.cfg.releaseTimeout)
+	defer cancel()
+	r := t.abortRelease()
+	r.id = round
+	_, err := a.nodes[i].releaseAs(ctx, r, "1")
+	return err
 }
 
 // claim makes the round started at start, which a counted majority
@@ -401,22 +415,19 @@ func (a *redlockAttempt) clientsAt(indexes []int) []*Client {
 	return sub
 }
 
-// abortNodes resolves round on each of the given nodes, in parallel, with
-// a fresh bounded context: a hold the round won there is given back, a late
-// copy of it refused (a failure leaves a won hold to its lease).
+// abortNodes resolves round on each of the given nodes, in parallel: a
+// hold the round won there is given back, a late copy of it refused. It
+// waits for one try on each node (at most the release timeout); a node
+// whose try failed is tried again in the background (giveBackNode).
 func (a *redlockAttempt) abortNodes(t try, round string, nodes []int) {
 	if len(nodes) == 0 {
 		return
 	}
 	fanout(a.clientsAt(nodes), a.clients[0].cfg.releaseTimeout, func(j int, c *Client) nodeReply {
-		// A give-back on the node's Client: its Close lets it run for
-		// closeGrace more, as any give-back (settle.go).
-		ctx, cancel := context.WithTimeout(givingBack(c.grace), c.cfg.releaseTimeout)
-		defer cancel()
-		r := t.abortRelease()
-		r.id = round
-		_, err := a.nodes[nodes[j]].releaseAs(ctx, r, "1")
-		return nodeReply{err: err}
+		if err := a.giveBackOnce(t, round, nodes[j]); err != nil {
+			c.spawn(func() { a.giveBackNode(t, round, nodes[j], true) })
+		}
+		return nodeReply{}
 	}, nil)
 }
 
