@@ -232,16 +232,8 @@ func (a *redlockAttempt) giveBackNode(t try, round string, i int, tried bool) {
 	until := time.Now().Add(max(t.lease, receiptTTL))
 	pause := 50 * time.Millisecond
 	for {
-		if tried {
-			if !time.Now().Add(pause).Before(until) {
-				return
-			}
-			select {
-			case <-c.done:
-				return
-			case <-time.After(pause):
-			}
-			pause = min(2*pause, settleBackoff)
+		if tried && !c.settlePause(&pause, until) {
+			return
 		}
 		if a.giveBackOnce(t, round, i) == nil {
 			return

@@ -53,14 +53,24 @@ func (c *Client) settle(p resolver, t try) {
 			}
 			return
 		}
-		if !time.Now().Add(pause).Before(until) {
+		if !c.settlePause(&pause, until) {
 			return
 		}
-		select {
-		case <-c.done:
-			return
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, settleBackoff)
 	}
+}
+
+// settlePause waits pause before the next try of a give-back that must
+// land by until, and doubles it (up to settleBackoff). It reports false,
+// at once, when that try would come too late, and when c closes.
+func (c *Client) settlePause(pause *time.Duration, until time.Time) bool {
+	if !time.Now().Add(*pause).Before(until) {
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	case <-time.After(*pause):
+	}
+	*pause = min(2*(*pause), settleBackoff)
+	return true
 }
