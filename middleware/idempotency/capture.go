@@ -8,14 +8,15 @@ import (
 // written, and keeps a copy to store: the status, the replayed headers as
 // they were when the status was sent, and the body up to max bytes.
 type capture struct {
-	w       http.ResponseWriter
-	replay  []string
-	max     int
-	status  int // 0 until the status is sent
-	header  http.Header
-	body    []byte
-	overCap bool // the body was longer than max
-	failed  bool // a write to the client failed: the body kept may be cut short
+	w          http.ResponseWriter
+	replay     []string
+	max        int
+	status     int // 0 until the status is sent
+	header     http.Header
+	body       []byte
+	overCap    bool // the body was longer than max
+	failed     bool // a write to the client failed: the body kept may be cut short
+	retryAfter bool // a Retry-After header went with the status
 }
 
 func (c *capture) Header() http.Header { return c.w.Header() }
@@ -29,9 +30,11 @@ func (c *capture) WriteHeader(code int) {
 	c.w.WriteHeader(code)
 }
 
-// keepHeaders copies the replayed headers as they are now.
+// keepHeaders copies the replayed headers as they are now, and notes
+// whether a Retry-After goes with them.
 func (c *capture) keepHeaders() {
 	h := c.w.Header()
+	_, c.retryAfter = h["Retry-After"]
 	for _, name := range c.replay {
 		if vs, ok := h[name]; ok {
 			if c.header == nil {

@@ -53,10 +53,13 @@
 //
 // A 5xx response, or a handler that panics, is not kept: the lock is
 // released (before the panic goes on up) and a retry runs the handler
-// again. Neither is a response whose lock was lost while the handler ran
-// (or whose lease ran out, WithLeaseTime), nor one that Redis could not
-// take after the handler: the client has its answer, and a retry runs
-// again. Nor is the response of a request whose context ended before the
+// again. Nor is an answer that asks the client to come back later (408,
+// 425, 429, or another 4xx with Retry-After, such as a busy lock's 409
+// from a middleware inside this one): kept, it would refuse every retry
+// of the key until WithTTL ran out. Neither is a response whose lock was
+// lost while the handler ran (or whose lease ran out, WithLeaseTime), nor
+// one that Redis could not take after the handler: the client has its
+// answer, and a retry runs again. Nor is the response of a request whose context ended before the
 // handler returned (the client went away or timed out), nor one whose
 // write to the client failed: a retry runs the handler again. A handler
 // that wrote nothing, for a client still there, sent 200: that is kept.

@@ -167,7 +167,8 @@ func refuse(w http.ResponseWriter, err error) {
 
 // store keeps the response cw captured (a handler that wrote nothing sent
 // 200); the script writes it only while lease's hold still lives. Nothing is
-// kept for a server error, when a write to the client failed, when the
+// kept for a server error, for an answer that asks the client to retry
+// later (retryLater), when a write to the client failed, when the
 // request's context ended before the handler returned (the client may be
 // gone, and the handler may have given up), or when the handler was told
 // its lock was lost: a retry then runs the handler again. A store failure
@@ -175,7 +176,7 @@ func refuse(w http.ResponseWriter, err error) {
 // missing, and a retry runs again.
 func (m *middleware) store(ctx context.Context, lease *core.Lease, fp string, cw *capture) {
 	status := cw.done()
-	if status >= 500 || cw.failed || ctx.Err() != nil {
+	if status >= 500 || retryLater(status, cw.retryAfter) || cw.failed || ctx.Err() != nil {
 		return
 	}
 	if cause := context.Cause(lease.Context()); errors.Is(cause, core.ErrLockLost) || errors.Is(cause, core.ErrClosed) {
@@ -188,6 +189,20 @@ func (m *middleware) store(ctx context.Context, lease *core.Lease, fp string, cw
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.g.Policy().ReleaseTimeout())
 	defer cancel()
 	_, _ = m.put(ctx, lease, rec)
+}
+
+// retryLater reports whether a response asks its client to come back
+// later rather than answers the request: 408 Request Timeout, 425 Too
+// Early, 429 Too Many Requests, or another 4xx sent with Retry-After (a
+// busy lock's 409 from a middleware inside this one). Kept, it would
+// refuse every retry of the key until WithTTL ran out. A 2xx or 3xx with
+// Retry-After (202 Accepted: poll the job later) is the request's answer.
+func retryLater(status int, retryAfter bool) bool {
+	switch {
+	case status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests:
+		return true
+	}
+	return retryAfter && status >= 400 && status < 500
 }
 
 // put runs the store script: it reports whether rec was written.
