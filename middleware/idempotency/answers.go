@@ -17,7 +17,7 @@ var (
 	answerReused = httpguard.Answer{Status: http.StatusUnprocessableEntity,
 		Body: &httpguard.Body{Error: "idempotency_key_reused", Message: "the idempotency key was used with a different request"}}
 	answerNotStored = httpguard.Answer{Status: http.StatusConflict,
-		Body: &httpguard.Body{Error: "idempotent_response_not_stored", Message: "the request with this idempotency key completed; its response was too large to keep"}}
+		Body: &httpguard.Body{Error: "idempotent_response_not_stored", Message: "the request with this idempotency key completed; its response could not be kept"}}
 	answerTooLarge = httpguard.Answer{Status: http.StatusRequestEntityTooLarge,
 		Body: &httpguard.Body{Error: "request_too_large", Message: "request body too large for an idempotent request"}}
 	answerUnreadable = httpguard.Answer{Status: http.StatusBadRequest,

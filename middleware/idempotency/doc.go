@@ -46,7 +46,8 @@
 //	no key, WithRequired(true)          400, {"error":"idempotency_key_missing",…}
 //	no key, optional (the default)      the handler runs, unprotected; nothing is kept
 //	retry after a response too large    409, {"error":"idempotent_response_not_stored",…},
-//	to keep (WithMaxResponseBytes)      no Retry-After: the request ran, it will not run again
+//	to keep (WithMaxResponseBytes), or  no Retry-After: the request ran, it will not run again
+//	one cut short by a client gone
 //	request body over WithMaxBodyBytes  413
 //	scope value missing or bad          400, {"error":"invalid_key","placeholder":…}
 //	Redis unreachable                   503, {"error":"lock_unavailable"} (never fails open)
@@ -59,10 +60,18 @@
 // of the key until WithTTL ran out. Neither is a response whose lock was
 // lost while the handler ran (or whose lease ran out, WithLeaseTime), nor
 // one that Redis could not take after the handler: the client has its
-// answer, and a retry runs again. Nor is the response of a request whose context ended before the
-// handler returned (the client went away or timed out), nor one whose
-// write to the client failed: a retry runs the handler again. A handler
-// that wrote nothing, for a client still there, sent 200: that is kept.
+// answer, and a retry runs again. A handler that wrote nothing, for a
+// client still there, sent 200: that is kept.
+//
+// A client that timed out or went away before the handler returned is
+// the one who retries. The handler's context ends with the request's; a
+// handler that answered all the same (its work was done) has its answer
+// kept, and the retry gets it instead of running the handler again. When
+// a write to the gone client failed, the body may be cut short, so only
+// the mark that the request completed is kept (the retry's 409
+// idempotent_response_not_stored). A handler that wrote nothing to a
+// client that went away, or answered 499, may have given up on its
+// context: nothing is kept, and a retry runs the handler again.
 //
 // # What it does not promise
 //

@@ -167,23 +167,36 @@ func refuse(w http.ResponseWriter, err error) {
 
 // store keeps the response cw captured (a handler that wrote nothing sent
 // 200); the script writes it only while lease's hold still lives. Nothing is
-// kept for a server error, for an answer that asks the client to retry
-// later (retryLater), when a write to the client failed, when the
-// request's context ended before the handler returned (the client may be
-// gone, and the handler may have given up), or when the handler was told
-// its lock was lost: a retry then runs the handler again. A store failure
-// is not the client's business (it has its answer): the record is then
-// missing, and a retry runs again.
+// kept for a server error, for 499 (a handler's word that its client went
+// away), for an answer that asks the client to retry later (retryLater), or
+// when the handler was told its lock was lost: a retry then runs the
+// handler again.
+//
+// A client that went away before the handler returned (the request's
+// context ended, or a write to it failed) will retry: a handler that
+// answered it all the same did its work, and its answer is kept, so that
+// the retry does not run it again. When a write
+// failed the body kept may be cut short (the handler may have stopped
+// there): only the mark that the request completed is kept, as for a body
+// over WithMaxResponseBytes. A handler that wrote nothing to a client that
+// went away may have given up on its context: nothing is kept.
+//
+// A store failure is not the client's business (it has its answer): the
+// record is then missing, and a retry runs again.
 func (m *middleware) store(ctx context.Context, lease *core.Lease, fp string, cw *capture) {
+	answered := cw.status != 0
 	status := cw.done()
-	if status >= 500 || retryLater(status, cw.retryAfter) || cw.failed || ctx.Err() != nil {
+	if status >= 500 || status == httpguard.StatusClientClosedRequest || retryLater(status, cw.retryAfter) {
 		return
 	}
 	if cause := context.Cause(lease.Context()); errors.Is(cause, core.ErrLockLost) || errors.Is(cause, core.ErrClosed) {
 		return
 	}
+	if gone := cw.failed || ctx.Err() != nil; gone && !answered {
+		return
+	}
 	rec := &record{Fingerprint: fp, Status: status, Header: cw.header, Body: cw.body}
-	if cw.overCap {
+	if cw.overCap || cw.failed {
 		rec = &record{Fingerprint: fp, Status: status, Unstored: true}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.g.Policy().ReleaseTimeout())

@@ -19,8 +19,9 @@ type record struct {
 	// Body is the response body.
 	Body []byte `json:"body,omitempty"`
 	// Unstored marks a response whose body was longer than
-	// WithMaxResponseBytes: the request completed, but there is nothing to
-	// replay (Header and Body are empty).
+	// WithMaxResponseBytes, or may have been cut short (a write to a client
+	// that went away failed): the request completed, but there is nothing
+	// to replay (Header and Body are empty).
 	Unstored bool `json:"unstored,omitempty"`
 }
 
