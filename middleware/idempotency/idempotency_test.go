@@ -369,6 +369,22 @@ func TestBodyOverLimitIs413(t *testing.T) {
 	}
 }
 
+// A body cut off by an http.MaxBytesReader outside the middleware is too
+// large (413), not unreadable (400).
+func TestOuterBodyLimitIs413(t *testing.T) {
+	e := newEnv(t)
+	h := &orders{}
+	inner := idempotency.Middleware(e.Locks, e.RDB, "o")(h)
+	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 4)
+		inner.ServeHTTP(w, r)
+	}))
+	r := must(t, do(ts, "POST", "/orders", "123456789", "Idempotency-Key: k"))
+	if r.status != http.StatusRequestEntityTooLarge || !strings.Contains(r.body, `"request_too_large"`) || h.runs.Load() != 0 {
+		t.Errorf("9-byte body over an outer 4-byte limit: %d %q runs=%d; want 413 request_too_large, no run", r.status, r.body, h.runs.Load())
+	}
+}
+
 func TestStartUpErrors(t *testing.T) {
 	e := newEnv(t)
 	for _, tc := range []struct {

@@ -113,15 +113,17 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 }
 
 // readBody reads the body (at most WithMaxBodyBytes) to fingerprint it,
-// and puts it back for the handler. It answers a body too long or
-// unreadable, and then reports false.
+// and puts it back for the handler. It answers a body too long (413, also
+// for an http.MaxBytesReader's limit set outside) or unreadable (400), and
+// then reports false.
 func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, true
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.maxBody+1))
+	_, cut := errors.AsType[*http.MaxBytesError](err) // an http.MaxBytesReader's limit, outside
 	switch {
-	case int64(len(body)) > m.cfg.maxBody:
+	case int64(len(body)) > m.cfg.maxBody, cut:
 		answerTooLarge.Write(w)
 		return nil, false
 	case err != nil:
