@@ -14,6 +14,7 @@ type capture struct {
 	status     int // 0 until the status is sent
 	header     http.Header
 	body       []byte
+	wrote      bool // the body is not empty
 	overCap    bool // the body was longer than max
 	failed     bool // a write to the client failed: the body kept may be cut short
 	retryAfter bool // a Retry-After header went with the status
@@ -49,6 +50,7 @@ func (c *capture) Write(b []byte) (int, error) {
 	if c.status == 0 {
 		c.WriteHeader(http.StatusOK)
 	}
+	c.wrote = c.wrote || len(b) > 0
 	if !c.overCap {
 		if len(c.body)+len(b) > c.max {
 			c.overCap, c.body = true, nil

@@ -69,9 +69,10 @@
 // kept, and the retry gets it instead of running the handler again. When
 // a write to the gone client failed, the body may be cut short, so only
 // the mark that the request completed is kept (the retry's 409
-// idempotent_response_not_stored). A handler that wrote nothing to a
-// client that went away, or answered 499, may have given up on its
-// context: nothing is kept, and a retry runs the handler again.
+// idempotent_response_not_stored). A handler that gave a client that went
+// away an empty 200 (or wrote nothing, which net/http sends as one), or
+// answered 499, may have given up on its context: nothing is kept, and a
+// retry runs the handler again.
 //
 // # What it does not promise
 //

@@ -180,13 +180,14 @@ func refuse(w http.ResponseWriter, err error) {
 // the retry does not run it again. When a write
 // failed the body kept may be cut short (the handler may have stopped
 // there): only the mark that the request completed is kept, as for a body
-// over WithMaxResponseBytes. A handler that wrote nothing to a client that
-// went away may have given up on its context: nothing is kept.
+// over WithMaxResponseBytes. An empty 200 to a client that went away is
+// what a handler that gave up on its context sends (net/http's for one
+// that wrote nothing; ginlock.Idempotency's for a gin handler that wrote
+// nothing, gin's writer holding a 200 from the start): it is not kept.
 //
 // A store failure is not the client's business (it has its answer): the
 // record is then missing, and a retry runs again.
 func (m *middleware) store(ctx context.Context, lease *core.Lease, fp string, cw *capture) {
-	answered := cw.status != 0
 	status := cw.done()
 	if status >= 500 || status == httpguard.StatusClientClosedRequest || retryLater(status, cw.retryAfter) {
 		return
@@ -194,7 +195,7 @@ func (m *middleware) store(ctx context.Context, lease *core.Lease, fp string, cw
 	if cause := context.Cause(lease.Context()); errors.Is(cause, core.ErrLockLost) || errors.Is(cause, core.ErrClosed) {
 		return
 	}
-	if gone := cw.failed || ctx.Err() != nil; gone && !answered {
+	if gone := cw.failed || ctx.Err() != nil; gone && status == http.StatusOK && !cw.wrote {
 		return
 	}
 	rec := &record{Fingerprint: fp, Status: status, Header: cw.header, Body: cw.body}
