@@ -14,6 +14,8 @@ import (
 var (
 	answerMissing = httpguard.Answer{Status: http.StatusBadRequest,
 		Body: &httpguard.Body{Error: "idempotency_key_missing", Message: "this request needs an idempotency key header"}}
+	answerRepeated = httpguard.Answer{Status: http.StatusBadRequest,
+		Body: &httpguard.Body{Error: "idempotency_key_repeated", Message: "this request has more than one idempotency key header; send exactly one"}}
 	answerReused = httpguard.Answer{Status: http.StatusUnprocessableEntity,
 		Body: &httpguard.Body{Error: "idempotency_key_reused", Message: "the idempotency key was used with a different request"}}
 	answerNotStored = httpguard.Answer{Status: http.StatusConflict,

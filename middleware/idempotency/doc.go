@@ -15,11 +15,15 @@
 //
 // # How a request runs
 //
-// The key comes from a header (WithHeader, default Idempotency-Key),
-// scoped by a key template rendered for the request (per user, say), with
-// the sources and the encoding of httplock: {path.*}, {query.*},
-// {header.*}, {json.*}, {method}, {route} and WithSource. The scoped key
-// names a keylock mutex, "idempotency:" + template + ":" + key.
+// The key comes from a header (WithHeader, default Idempotency-Key): one
+// header line, its value taken as sent (quotes and commas included, with
+// no list parsing). The draft makes the field a single sf-string that a
+// client sends once, so a request with the header more than once (two
+// keys, or one key twice) is refused, 400, rather than run under one of
+// them. The key is scoped by a key template rendered for the request (per
+// user, say), with the sources and the encoding of httplock: {path.*},
+// {query.*}, {header.*}, {json.*}, {method}, {route} and WithSource. The
+// scoped key names a keylock mutex, "idempotency:" + template + ":" + key.
 //
 // The first request with a key takes that lock (core's watchdog renews it
 // for as long as the handler runs, however long) and runs the handler
@@ -45,6 +49,8 @@
 //	key reused with another payload     422, {"error":"idempotency_key_reused",…}
 //	no key, WithRequired(true)          400, {"error":"idempotency_key_missing",…}
 //	no key, optional (the default)      the handler runs, unprotected; nothing is kept
+//	key header more than once           400, {"error":"idempotency_key_repeated",…}, required or
+//	                                    not, the same key twice too; nothing runs
 //	retry after a response too large    409, {"error":"idempotent_response_not_stored",…},
 //	to keep (WithMaxResponseBytes), or  no Retry-After: the request ran, it will not run again
 //	one cut short by a client gone

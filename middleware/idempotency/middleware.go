@@ -71,7 +71,13 @@ type middleware struct {
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	if len(r.Header.Values(m.cfg.header)) == 0 {
+	switch keys := len(r.Header.Values(m.cfg.header)); {
+	case keys > 1:
+		// The key is one value (the draft makes it a single sf-string,
+		// sent once): which of several would be the request's is a guess.
+		answerRepeated.Write(w)
+		return
+	case keys == 0:
 		if m.cfg.required {
 			answerMissing.Write(w)
 			return
