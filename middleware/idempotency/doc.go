@@ -57,6 +57,8 @@
 //	request body over WithMaxBodyBytes  413
 //	scope value missing or bad          400, {"error":"invalid_key","placeholder":…}
 //	Redis unreachable                   503, {"error":"lock_unavailable"} (never fails open)
+//	lock lost after it was taken, but   503, {"error":"lock_lost"}; the handler does not
+//	before the handler ran              run, nothing is kept, a retry runs it
 //
 // A 5xx response, or a handler that panics, is not kept: the lock is
 // released (before the panic goes on up) and a retry runs the handler

@@ -111,6 +111,13 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.answered(w, lease.Context(), name, fp) {
 		return
 	}
+	// A lock lost since it was taken (the look-up may have seen it go)
+	// does not run the handler: the client is told so, as every adapter
+	// tells it, and may retry.
+	if lost := adapter.LockLost(lease.Context()); lost != nil {
+		httpguard.Error(http.StatusServiceUnavailable, lost).Write(w)
+		return
+	}
 	cw := &capture{w: w, replay: m.cfg.replay, max: m.cfg.maxResponse}
 	// A panicking handler skips the store; the deferred release runs
 	// before the panic goes on up.
@@ -143,12 +150,17 @@ func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, b
 // answered looks up the record of name and, when there is one, answers
 // from it: the stored response, 422 for another payload, 409 for a
 // response too large to keep; 503 when Redis cannot be reached (499 or
-// 504 when the request's context ended first).
+// 504 when the request's context ended first; 503 lock_lost when ctx is a
+// lease's and the lock was lost first).
 func (m *middleware) answered(w http.ResponseWriter, ctx context.Context, name, fp string) bool {
 	rec, err := m.lookup(ctx, name)
 	switch {
 	case errors.Is(err, errBadRecord):
 		answerBadRecord.Write(w)
+	case err != nil && adapter.LockLost(ctx) != nil:
+		// Looked up under the lock, which was lost meanwhile: not the
+		// client's doing (499), but the lock's (503 lock_lost).
+		httpguard.Error(http.StatusServiceUnavailable, adapter.LockLost(ctx)).Write(w)
 	case err != nil:
 		refuse(w, err)
 	case rec == nil:
