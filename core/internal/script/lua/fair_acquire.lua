@@ -108,10 +108,7 @@ if ARGV[6] ~= '1' then
 end
 -- Join the line, or renew our place in it.
 local prev = redis.call('hget', KEYS[7], owner)
-local since = line_since(KEYS[7], KEYS[3], owner, now, prev)
-if redis.call('zadd', KEYS[3], string.format('%d', now + wt), owner) == 1 then
-  redis.call('rpush', KEYS[2], owner)
-end
+local since = line_join(KEYS[2], KEYS[3], owner, string.format('%d', now + wt), now, prev)
 local wl = ''
 if ARGV[8] == '1' then
   wl = ARGV[2]

@@ -82,9 +82,16 @@ local function grant_next(head, after)
   while head do
     local dl = redis.call('zscore', KEYS[3], head)
     local live = dl and tonumber(dl) > now
-    local id, wl, tag
+    -- ast: the standing value of after, read with head's in one HMGET
+    -- (nil: not read; notify_head reads it then).
+    local id, wl, tag, ast
     if live then
-      local st = redis.call('hget', KEYS[7], head)
+      local st
+      if after then
+        st, ast = unpack(redis.call('hmget', KEYS[7], head, after))
+      else
+        st = redis.call('hget', KEYS[7], head)
+      end
       if st then
         id, wl, tag = standing_parse(st)
       end
@@ -112,7 +119,7 @@ local function grant_next(head, after)
       -- then and takes the lock, instead of at its next bounded re-check;
       -- the places of the grantee's Client's other waiters ahead of it
       -- last that long unless their Client renews them (lib_queue.lua).
-      notify_head(KEYS[2], KEYS[3], KEYS[7], KEYS[5], {[tag or ''] = true}, lease, now, ARGV[3], after)
+      notify_head(KEYS[2], KEYS[3], KEYS[7], KEYS[5], {[tag or ''] = true}, lease, now, ARGV[3], after, ast)
       return
     end
     if after == nil then

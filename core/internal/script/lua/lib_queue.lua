@@ -85,20 +85,17 @@ local function watch_due(queue, member, try, first, now)
   return nil
 end
 
--- line_since is when member joined the line: the time its standing value
--- says while it is still in line (deadlines), else now (it joins now). st,
--- if given, is that standing value as the caller read it (false: none).
-local function line_since(standing, deadlines, member, now, st)
-  if redis.call('zscore', deadlines, member) then
-    if st == nil then
-      st = redis.call('hget', standing, member)
-    end
-    local since = st and tonumber(string.match(st, '^[^|]*|[^|]*|[^|]*|[^|]*|(%d+)'))
-    if since then
-      return since
-    end
+-- line_join puts member in line (the queue list and the deadlines zset)
+-- with deadline dl (server ms), or renews its place there, and returns
+-- when it joined: now if it joins now, else the time its standing value st
+-- (false: none) says.
+local function line_join(queue, deadlines, member, dl, now, st)
+  if redis.call('zadd', deadlines, dl, member) == 1 then
+    redis.call('rpush', queue, member)
+    return now
   end
-  return now
+  local since = st and tonumber(string.match(st, '^[^|]*|[^|]*|[^|]*|[^|]*|(%d+)'))
+  return since or now
 end
 
 -- lined_refusal is the reply to a waiter standing in line as member: look
@@ -199,16 +196,20 @@ end
 -- this way once per renewal of them (a grant whose head place is already
 -- cut does nothing more), not once per grant.
 -- first is the waiter now first in line when the caller knows it (false:
--- nobody), or nil.
-local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now, publish, first)
+-- nobody), or nil; first_st its standing value when the caller read it
+-- (false: none), or nil.
+local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now, publish, first, first_st)
   if first == nil then
-    first = redis.call('lindex', queue, 0)
+    first, first_st = redis.call('lindex', queue, 0), nil
   end
   if not first then
     return
   end
   local members = {first}
-  local sts = {redis.call('hget', standing, members[1])}
+  if first_st == nil then
+    first_st = redis.call('hget', standing, first)
+  end
+  local sts = {first_st}
   local dls
   local cut = false
   local i = 1

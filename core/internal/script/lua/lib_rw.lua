@@ -69,10 +69,7 @@ end
 -- attempt standing. It returns that re-check (server ms), or nil.
 local function rw_join(r, member, id, st, writer, wt, now, try)
   local prev = redis.call('hget', r.standing, member)
-  local since = line_since(r.standing, r.deadlines, member, now, prev or false)
-  if redis.call('zadd', r.deadlines, now + wt, member) == 1 then
-    redis.call('rpush', r.queue, member)
-  end
+  local since = line_join(r.queue, r.deadlines, member, now + wt, now, prev)
   if writer then
     redis.call('zadd', r.intents, now + wt, member)
     keep_for(r.intents, wt)

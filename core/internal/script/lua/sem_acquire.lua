@@ -74,10 +74,7 @@ if ARGV[10] == '1' then
 end
 -- Join the line, or renew our place in it.
 local prev = redis.call('hget', s.standing, id)
-local since = line_since(s.standing, s.deadlines, id, now, prev or false)
-if redis.call('zadd', s.deadlines, now + wt, id) == 1 then
-  redis.call('rpush', s.queue, id)
-end
+local since = line_join(s.queue, s.deadlines, id, now + wt, now, prev)
 -- A waiter among the first in line while grants not yet claimed hold
 -- permits looks again when the first of them ends, and its standing value
 -- says so: a grant that would tell it the same (notify_head) need not. A
