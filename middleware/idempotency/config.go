@@ -57,6 +57,9 @@ type config struct {
 	maxBody     int64
 	maxResponse int
 	replay      []string
+	// replicas and replicaTimeout are WithReplicaSync's; 0: off.
+	replicas       int
+	replicaTimeout time.Duration
 }
 
 func defaultConfig() config {
@@ -164,6 +167,42 @@ func WithReplayHeaders(names ...string) Option {
 		c.replay = make([]string, len(names))
 		for i, n := range names {
 			c.replay[i] = textproto.CanonicalMIMEHeaderKey(n)
+		}
+	}
+}
+
+// WithReplicaSync makes the store of each response wait until at least
+// replicas replicas have acknowledged it, for at most timeout, as
+// core.WithReplicaSync makes each acquisition of the lock wait: give the
+// middleware the values its core.Client was built with. The store script
+// is followed by WAIT replicas timeout in the same round trip (one
+// pipeline; on a Cluster, to the master of the key's slot), before the
+// lock is released and the middleware returns. Without it, a failover
+// right after the handler can lose the kept response while the lock's
+// state, which the replicas acknowledged, survives: the retry then runs
+// the handler again.
+//
+// When fewer replicas acknowledge in time, the response has still been
+// answered, and it is kept on the master as written (nothing the master
+// holds is given up for it): a retry replays it, unless a failover loses
+// it first, and then the retry runs the handler again, as after a store
+// Redis could not take. Where the server rejects WAIT (some proxies), the
+// middleware stops sending it, as core's replica sync turns itself off.
+//
+// replicas must be at least 1 (core.AllReplicas, a count that follows the
+// deployment, is core's only: give the count) and timeout positive and
+// shorter than WithReleaseTimeout's bound, which covers the store, and
+// than the go-redis client's ReadTimeout, which bounds the round trip;
+// anything else is a start-up error. Default: off.
+func WithReplicaSync(replicas int, timeout time.Duration) Option {
+	return func(c *config) {
+		switch {
+		case replicas == core.AllReplicas:
+			c.policy.Fail(fmt.Errorf("%w: WithReplicaSync(core.AllReplicas, %s): give the number of replicas to wait for", core.ErrInvalidOption, timeout))
+		case replicas < 1 || timeout <= 0:
+			c.policy.Fail(fmt.Errorf("%w: WithReplicaSync(%d, %s): need at least one replica and a positive timeout", core.ErrInvalidOption, replicas, timeout))
+		default:
+			c.replicas, c.replicaTimeout = replicas, timeout
 		}
 	}
 }

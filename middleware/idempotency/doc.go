@@ -82,11 +82,25 @@
 // answered 499, may have given up on its context: nothing is kept, and a
 // retry runs the handler again.
 //
+// # Replica sync
+//
+// A core.Client built with core.WithReplicaSync takes a lock only once
+// enough replicas acknowledged it; the middleware cannot read that from
+// the Client, so give it the same values with WithReplicaSync. The store
+// of the response is then followed by WAIT in the same round trip, before
+// the lock is released, so that a failover right after the handler does
+// not keep the lock's state and lose the response (the retry would run the
+// handler again). When too few replicas acknowledge in time, the client
+// still has its answer and the response stays kept on the master: a retry
+// replays it unless a failover loses it first, and then runs the handler
+// again, as after a store Redis could not take.
+//
 // # What it does not promise
 //
 // Exactly-once applies to requests that reach the handler with a key
 // while Redis keeps the lock and the record: a failover that loses them
-// (see core/KINDS.md) lets a retry run again. A handler whose lock is lost
+// (see core/KINDS.md) lets a retry run again. Replica sync narrows that
+// window, for the lock and the record alike; it does not close it. A handler whose lock is lost
 // while it runs is told through its context; it should stop, and its
 // downstream writes should carry the fencing token
 // (core.LeaseFrom(r.Context())) so the store can refuse a stale one. The

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -47,6 +48,10 @@ func Middleware(locks *core.Client, rdb redis.UniversalClient, template string, 
 func New(locks *core.Client, rdb redis.UniversalClient, template string, opts ...Option) (func(http.Handler) http.Handler, error) {
 	cfg := defaultConfig()
 	adapter.Apply(&cfg, opts)
+	if rt := cfg.policy.ReleaseTimeout(); cfg.replicaTimeout >= rt {
+		cfg.policy.Fail(fmt.Errorf("%w: WithReplicaSync(%d, %s): the timeout must be shorter than the release timeout (%s), which bounds the store",
+			core.ErrInvalidOption, cfg.replicas, cfg.replicaTimeout, rt))
+	}
 	if rdb == nil {
 		return nil, errors.New("idempotency: nil redis.UniversalClient")
 	}
@@ -68,6 +73,9 @@ type middleware struct {
 	g   *adapter.Guard[*httpguard.Input]
 	rdb redis.UniversalClient
 	cfg config
+	// noWait is set once the server rejected WAIT: WithReplicaSync is then
+	// skipped for good.
+	noWait atomic.Bool
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -204,7 +212,8 @@ func refuse(w http.ResponseWriter, err error) {
 // nothing, gin's writer holding a 200 from the start): it is not kept.
 //
 // A store failure is not the client's business (it has its answer): the
-// record is then missing, and a retry runs again.
+// record is then missing, and a retry runs again. A store too few replicas
+// acknowledged (WithReplicaSync) is kept on the master as written.
 func (m *middleware) store(ctx context.Context, lease *core.Lease, fp string, cw *capture) {
 	status := cw.done()
 	if status >= 500 || status == httpguard.StatusClientClosedRequest || retryLater(status, cw.retryAfter) {
@@ -239,13 +248,47 @@ func retryLater(status int, retryAfter bool) bool {
 	return retryAfter && status >= 400 && status < 500
 }
 
-// put runs the store script: it reports whether rec was written.
+// put runs the store script: it reports whether rec was written. With
+// WithReplicaSync, WAIT follows it in the same round trip; a record written
+// but acknowledged by too few replicas is reported written, with an error
+// matching core.ErrReplicaSync (and core.ErrUnavailable): it stays on the
+// master.
 func (m *middleware) put(ctx context.Context, lease *core.Lease, rec *record) (bool, error) {
 	keys := []string{lockKey(lease.Name()), recordKey(lease.Name())}
-	n, err := storeScript.run(ctx, m.rdb, keys, lease.Owner(), strconv.FormatUint(lease.Token(), 10),
-		rec.encode(), m.cfg.ttl.Milliseconds()).Int()
-	if err != nil {
-		return false, fmt.Errorf("%w: idempotency: store: %w", core.ErrUnavailable, err)
+	args := []any{lease.Owner(), strconv.FormatUint(lease.Token(), 10), rec.encode(), m.cfg.ttl.Milliseconds()}
+	if m.cfg.replicas == 0 || m.noWait.Load() {
+		n, err := storeScript.run(ctx, m.rdb, keys, args...).Int()
+		if err != nil {
+			return false, fmt.Errorf("%w: idempotency: store: %w", core.ErrUnavailable, err)
+		}
+		return n == 1, nil
 	}
-	return n == 1, nil
+	var target redis.UniversalClient = m.rdb
+	if cc, ok := m.rdb.(*redis.ClusterClient); ok {
+		// A pipeline would send the keyless WAIT to any node: send both
+		// to the master of the key's slot.
+		node, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return false, fmt.Errorf("%w: idempotency: store: %w", core.ErrUnavailable, err)
+		}
+		target = node
+	}
+	cmd, wait := storeScript.runWait(ctx, target, keys, args, m.cfg.replicas, m.cfg.replicaTimeout)
+	n, err := cmd.Int()
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("%w: idempotency: store: %w", core.ErrUnavailable, err)
+	case n != 1:
+		return false, nil
+	}
+	acked, err := wait.Result()
+	if _, refused := errors.AsType[redis.Error](err); refused {
+		m.noWait.Store(true) // the server (or a proxy) refuses WAIT: skip it from now on
+		return true, nil
+	}
+	if err != nil || acked < int64(m.cfg.replicas) {
+		return true, fmt.Errorf("%w: %w: idempotency: store: %d of %d replicas acknowledged the response within %s",
+			core.ErrReplicaSync, core.ErrUnavailable, acked, m.cfg.replicas, m.cfg.replicaTimeout)
+	}
+	return true, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -40,6 +41,28 @@ func (s *script) run(ctx context.Context, rdb redis.Scripter, keys []string, arg
 		}
 	}
 	return rdb.Eval(ctx, s.src, keys, args...)
+}
+
+// runWait executes the script on rdb followed by WAIT replicas timeout in
+// the same pipeline (one connection: WAIT counts the replicas that
+// acknowledged that connection's writes), with EVAL again, and WAIT again,
+// when the server answers NOSCRIPT.
+func (s *script) runWait(ctx context.Context, rdb redis.UniversalClient, keys []string, args []any, replicas int, timeout time.Duration) (*redis.Cmd, *redis.IntCmd) {
+	send := func(eval func(redis.Pipeliner) *redis.Cmd) (*redis.Cmd, *redis.IntCmd) {
+		pipe := rdb.Pipeline()
+		cmd := eval(pipe)
+		wait := redis.NewIntCmd(ctx, "wait", replicas, timeout.Milliseconds())
+		_ = pipe.Process(ctx, wait)
+		_, _ = pipe.Exec(ctx)
+		return cmd, wait
+	}
+	if sha := s.load(ctx, rdb); sha != "" {
+		cmd, wait := send(func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, sha, keys, args...) })
+		if err := cmd.Err(); err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return cmd, wait
+		}
+	}
+	return send(func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, s.src, keys, args...) })
 }
 
 // load returns the script's SHA, sending SCRIPT LOAD the first time; ""
