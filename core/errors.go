@@ -53,9 +53,15 @@ type LockedError struct {
 	// remaining lease when that is shorter. 0 when unknown. A holder renewed
 	// by the watchdog may keep the lock well past it.
 	TTL time.Duration
+	// why, when set, is why the lock was not acquired although no other
+	// owner may hold it (a RedLock majority of restarted nodes).
+	why string
 }
 
 func (e *LockedError) Error() string {
+	if e.why != "" {
+		return fmt.Sprintf("keylock: %q not acquired: %s (retry in %s)", e.Name, e.why, e.TTL)
+	}
 	return fmt.Sprintf("keylock: %q locked by another owner (ttl %s)", e.Name, e.TTL)
 }
 

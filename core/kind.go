@@ -185,6 +185,9 @@ type acquireReply struct {
 	left time.Duration
 	// ttl is the holder's remaining lease when not acquired (<0: unknown).
 	ttl time.Duration
+	// why says why a refusal is not a holder's, when it is not (a
+	// RedLock's majority of grants by restarted nodes); "" otherwise.
+	why string
 	// nodes are a RedLock's per-node fencing tokens of the hold won.
 	nodes []uint64
 	// serverNow is the server's clock (ms) when a refusal was made, if the

@@ -276,7 +276,14 @@ func (a *redlockAttempt) refusal(rt roundTally) (acquireReply, error) {
 	if rt.answered < a.quorum {
 		return acquireReply{}, fmt.Errorf("redlock %q: %d of %d nodes answered, need %d: %w", a.k.name, rt.answered, len(a.clients), a.quorum, rt.err)
 	}
-	return acquireReply{ttl: rt.retryIn()}, nil
+	rep := acquireReply{ttl: rt.retryIn()}
+	if len(rt.granted) >= a.quorum {
+		// A majority granted it: the lock is free there, but too many of
+		// those nodes have not been up long enough to count.
+		rep.why = fmt.Sprintf("%d of %d nodes granted it, but %d of them restarted less than %s ago and do not count toward a majority until then",
+			len(rt.granted), len(a.clients), len(rt.granted)-len(rt.counted), rt.adult)
+	}
+	return rep, nil
 }
 
 // loadScripts loads the scripts on every node (once per Client, in

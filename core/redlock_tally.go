@@ -51,14 +51,16 @@ type roundTally struct {
 	granted, counted []int
 	answered, young  int
 	ttl, matures     time.Duration
-	err              error
+	// adult is how long a node must have been up to count.
+	adult time.Duration
+	err   error
 }
 
 // tallyRound counts an acquisition round's replies; guard is the longest
 // lease in use, which a node must have been up for to count.
 func tallyRound(replies []nodeReply, got []bool, bound, guard time.Duration) roundTally {
 	adult := guard + time.Second // a node up for less is young
-	t := roundTally{ttl: -1, matures: adult}
+	t := roundTally{ttl: -1, matures: adult, adult: adult}
 	for i, rep := range replies {
 		switch {
 		case !got[i]:

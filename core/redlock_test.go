@@ -244,6 +244,8 @@ func TestRedLock(t *testing.T) {
 				l.Unlock(ctx)
 			}
 			t.Fatalf("B with nodes 0, 1, 4 just restarted: %v, want ErrLocked (restarted nodes do not count yet)", err)
+		} else if msg := err.Error(); !strings.Contains(msg, "3 of 5 nodes granted it, but 3 of them restarted less than") {
+			t.Fatalf("B's refusal says %q; want it to say that restarted nodes granted it, not that another owner holds it", msg)
 		}
 		if n := held([]*redlockNode{nodes[0], nodes[1], nodes[4]}, "restart"); n != 0 {
 			t.Fatalf("B's grants left on %d restarted nodes, want 0 (released)", n)

@@ -105,7 +105,7 @@ func (a *attempt) refused(ctx context.Context, rep acquireReply, sent time.Time)
 	if rep.serverNow > 0 {
 		a.lastSent, a.lastNow = sent, rep.serverNow
 	}
-	a.busy = &LockedError{Name: a.info.Name, TTL: max(rep.ttl, 0)}
+	a.busy = &LockedError{Name: a.info.Name, TTL: max(rep.ttl, 0), why: rep.why}
 	if !a.wait {
 		return a.busy
 	}
