@@ -99,3 +99,11 @@ func Coalescing(c *Client) (inFlight, queued int) {
 	defer c.coalesce.mu.Unlock()
 	return c.coalesce.inFlight, len(c.coalesce.queue)
 }
+
+// ReleasesRetrying reports how many failed releases c is retrying.
+func ReleasesRetrying(c *Client) int {
+	g := &c.restart.sent
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.retrying
+}

@@ -19,9 +19,15 @@ import (
 // So the Client finishes what it started:
 //
 //   - a release (Unlock) or give-back (a lock the replicas did not
-//     acknowledge) that failed is retried on a Client-owned goroutine, with
-//     backoff, until it is acknowledged or the hold's lease would have ended
-//     (after that Redis has expired it anyway);
+//     acknowledge) that failed is retried, with backoff, until it is
+//     acknowledged or the hold's lease would have ended (after that Redis
+//     has expired it anyway). The failed releases of a Client wait in one
+//     queue, sent by one Client goroutine in rounds, retryParallel at a
+//     time; a round ends early when a whole batch failed. So an outage
+//     costs one goroutine and one batch of tries per pause however many
+//     locks were held, and Redis, when it is back, gets the backlog at
+//     once rather than a herd of timers. A release already waiting there
+//     (Unlock called again) is not queued twice;
 //   - a release or give-back acknowledged within the last resendWindow is
 //     remembered, and sent once more each time the restart watch
 //     (restart.go) sees a new master — also the resolution of an attempt
@@ -61,6 +67,9 @@ const (
 	// answers.
 	retryFirstPause = 50 * time.Millisecond
 	retryMaxPause   = 500 * time.Millisecond
+	// retryParallel is how many queued releases are sent at once once the
+	// first of a round landed.
+	retryParallel = 8
 )
 
 // sentRelease is one release (or give-back) that can be sent again.
@@ -73,13 +82,30 @@ type sentRelease struct {
 	window time.Duration
 }
 
-// releaseLog is what the Client remembers of its recent releases, and how
-// many it is retrying.
+// retryItem is a failed release waiting to be sent again.
+type retryItem struct {
+	// key names the release (its lease's id) so that it waits in the
+	// queue once; "" for one that has no name.
+	key    string
+	send   func(context.Context) error
+	until  time.Time // when the hold's lease would have ended
+	window time.Duration
+}
+
+// releaseLog is what the Client remembers of its recent releases, and the
+// failed ones it is retrying.
 type releaseLog struct {
-	mu       sync.Mutex
-	ring     []sentRelease // up to resendCap, oldest overwritten first
-	next     int
+	mu   sync.Mutex
+	ring []sentRelease // up to resendCap, oldest overwritten first
+	next int
+	// queue holds the failed releases waiting for the next round of the
+	// retry goroutine (running while there are any); queued names those
+	// with a key, queued or in a round; retrying counts every release
+	// not yet acknowledged or given up.
+	queue    []retryItem
+	queued   map[string]bool
 	retrying int
+	running  bool
 	// pending is the latest end of a remembered release's window: the
 	// restart watch probes until then.
 	pending time.Time
@@ -138,7 +164,7 @@ func (c *Client) releaseOutcome(l *Lease, err error) {
 	case err == nil:
 		c.releaseSent(send, until, resendWindow)
 	case err != ErrClosed:
-		c.retryRelease(send, until, resendWindow)
+		c.retryRelease(retryItem{key: l.id, send: send, until: until, window: resendWindow})
 	}
 }
 
@@ -171,52 +197,151 @@ func (c *Client) releaseSent(send func(context.Context) error, until time.Time, 
 	g.next = (g.next + 1) % resendCap
 }
 
-// retryRelease sends send again on a Client-owned goroutine until it is
-// acknowledged (then remembered for window), until passes, or the Client
-// closes.
-func (c *Client) retryRelease(send func(context.Context) error, until time.Time, window time.Duration) {
+// retryRelease queues the failed release it for the retry goroutine,
+// starting that goroutine if it is not running: it is sent again until it
+// is acknowledged (then remembered for its window), its until passes, or
+// the Client closes.
+func (c *Client) retryRelease(it retryItem) {
 	g := &c.restart.sent
 	g.mu.Lock()
+	if it.key != "" && g.queued[it.key] {
+		g.mu.Unlock()
+		return // already waiting to be sent again
+	}
+	if it.key != "" {
+		if g.queued == nil {
+			g.queued = make(map[string]bool)
+		}
+		g.queued[it.key] = true
+	}
+	g.queue = append(g.queue, it)
 	g.retrying++
+	start := !g.running
+	g.running = true
 	g.mu.Unlock()
-	if !c.spawn(func() { c.retry(send, until, window) }) {
+	if start && !c.spawn(c.retryQueued) {
 		g.mu.Lock()
-		g.retrying--
+		g.dropQueue()
 		g.mu.Unlock()
 	}
 	c.restart.kick() // the watch runs while a retry does
 }
 
-// retry is retryRelease's goroutine.
-func (c *Client) retry(send func(context.Context) error, until time.Time, window time.Duration) {
+// dropQueue gives up every queued release (the Client closed); g.mu is
+// held.
+func (g *releaseLog) dropQueue() {
+	g.retrying -= len(g.queue)
+	g.queue, g.queued, g.running = nil, nil, false
+}
+
+// settled ends the retries of items (acknowledged or given up); g.mu is
+// held.
+func (g *releaseLog) settled(items ...retryItem) {
+	for _, it := range items {
+		if it.key != "" {
+			delete(g.queued, it.key)
+		}
+	}
+	g.retrying -= len(items)
+}
+
+// retryQueued is the retry goroutine: it sends the queued releases in
+// rounds, backing off while they fail, until the queue is empty or the
+// Client closes.
+func (c *Client) retryQueued() {
 	g := &c.restart.sent
-	defer func() {
-		g.mu.Lock()
-		g.retrying--
-		g.mu.Unlock()
-	}()
 	pause := retryFirstPause
 	t := time.NewTimer(pause)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.done:
+			g.mu.Lock()
+			g.dropQueue()
+			g.mu.Unlock()
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(c.grace, c.cfg.releaseTimeout)
-		err := send(ctx)
-		cancel()
-		if err == nil {
-			c.releaseSent(send, until, window)
+		g.mu.Lock()
+		round := g.queue
+		g.queue = nil
+		g.mu.Unlock()
+		acked, failed, untried := c.retryRound(round)
+		for _, it := range acked {
+			c.releaseSent(it.send, it.until, it.window)
+		}
+		if len(failed) > 0 {
+			pause = min(2*pause, retryMaxPause)
+		} else {
+			pause = retryFirstPause
+		}
+		// Those not tried go first, those that failed last: one that keeps
+		// failing (a RedLock release with a node down) does not hold up
+		// the others. A release whose next try would come after its hold
+		// ended is given up: Redis has expired the hold by then.
+		var first, last, expired []retryItem
+		next := time.Now().Add(pause)
+		for i, it := range append(untried[:len(untried):len(untried)], failed...) {
+			switch {
+			case !next.Before(it.until):
+				expired = append(expired, it)
+			case i < len(untried):
+				first = append(first, it)
+			default:
+				last = append(last, it)
+			}
+		}
+		g.mu.Lock()
+		g.settled(acked...)
+		g.settled(expired...)
+		g.queue = append(append(first, g.queue...), last...)
+		if len(g.queue) == 0 {
+			g.running = false
+			g.mu.Unlock()
 			return
 		}
-		pause = min(2*pause, retryMaxPause)
-		if !time.Now().Add(pause).Before(until) {
-			return
-		}
+		g.mu.Unlock()
 		t.Reset(pause)
 	}
+}
+
+// retryRound sends round's releases, retryParallel at a time, oldest
+// first, and stops early when a whole batch failed (Redis is away: a round
+// then costs one batch of tries, not one per release). It returns those
+// acknowledged, those that failed and those it did not try.
+func (c *Client) retryRound(round []retryItem) (acked, failed, untried []retryItem) {
+	send := func(it retryItem) error {
+		ctx, cancel := context.WithTimeout(c.grace, c.cfg.releaseTimeout)
+		defer cancel()
+		return it.send(ctx)
+	}
+	for start := 0; start < len(round); start += retryParallel {
+		select {
+		case <-c.done: // Close: send no more
+			return acked, failed, round[start:]
+		default:
+		}
+		batch := round[start:min(start+retryParallel, len(round))]
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for i, it := range batch {
+			wg.Go(func() { errs[i] = send(it) })
+		}
+		wg.Wait()
+		ok := 0
+		for i, it := range batch {
+			if errs[i] == nil {
+				acked = append(acked, it)
+				ok++
+			} else {
+				failed = append(failed, it)
+			}
+		}
+		if ok == 0 {
+			return acked, failed, round[start+len(batch):]
+		}
+	}
+	return acked, failed, nil
 }
 
 // resendRecent sends every release still within its window once more, on a
@@ -249,7 +374,7 @@ func (c *Client) resendRecent() {
 			default:
 			}
 			if err != nil && time.Now().Before(e.until) {
-				c.retryRelease(e.send, e.until, e.window)
+				c.retryRelease(retryItem{send: e.send, until: e.until, window: e.window})
 			}
 		}
 	})
