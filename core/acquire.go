@@ -102,6 +102,11 @@ type attempt struct {
 	// pushed later is mapped onto (grant.go).
 	lastSent time.Time
 	lastNow  int64
+	// epoch is how many new masters the restart watch had seen when the
+	// last attempt was sent: a win registered after the watch saw another
+	// (the reply, or a grant, came from the old master) missed the
+	// re-check of every hold the watch made, and re-checks itself.
+	epoch uint64
 	// late counts the wins in a row whose reply came past their safety
 	// deadline (maxLateWins).
 	late int
@@ -164,6 +169,12 @@ func (a *attempt) won(ctx context.Context, rep acquireReply, sent time.Time) (l 
 	// one was lost behind its back (expired, force-unlocked, an empty
 	// restart). Its leases learn it now, not at the next renewal.
 	c.watchdog.signalLost(replaced, ErrLockLost)
+	if res == addOK && c.restart.seen.Load() != a.epoch {
+		// Won on a master the restart watch has since seen replaced (its
+		// data may be gone): re-check now, as the watch did every hold
+		// registered before, not at the next renewal.
+		c.watchdog.renewNow()
+	}
 	switch res {
 	case addClosed:
 		l.cancel(ErrClosed)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,4 +86,59 @@ func infoCalls(t *testing.T, rdb *redis.Client) int64 {
 	}
 	n, _ := strconv.ParseInt(after[:strings.IndexByte(after, ',')], 10, 64)
 	return n
+}
+
+// winAfterRestartHook holds up the reply of the first acquisition of key
+// that won: it restarts the server empty and returns the reply only once
+// the Client's restart watch has seen the new server (so every hold it
+// re-checked was registered before this one).
+type winAfterRestartHook struct {
+	key     string
+	restart func()
+	seen    func() bool
+	done    atomic.Bool
+}
+
+func (h *winAfterRestartHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *winAfterRestartHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *winAfterRestartHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args := cmd.Args()
+		if err != nil || len(args) < 4 || args[0] != "evalsha" || args[3] != h.key || !h.done.CompareAndSwap(false, true) {
+			return err
+		}
+		h.restart()
+		for deadline := time.Now().Add(5 * time.Second); !h.seen() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return err
+	}
+}
+
+// An acquisition whose win reaches the Client after its restart watch saw
+// the server come back empty (and re-checked every hold it had) re-checks
+// its own hold at once: its holder is told within a second or two, not at
+// its next renewal (a third of the 30s watchdog timeout).
+func TestWinFromBeforeARestartIsRechecked(t *testing.T) {
+	srv, _ := single(t)
+	rdb := srv.NewClient(t)
+	c := newLocks(t, rdb)
+	mustLock(t, c.Mutex("busy"), context.Background()) // the watch probes while this is held
+	time.Sleep(100 * time.Millisecond)                 // the first probe records the run_id
+	hook := &winAfterRestartHook{key: "keylock:{late}",
+		restart: func() { srv.Kill(); srv.Restart() },
+		seen:    func() bool { return core.RestartsSeen(c) > 0 }}
+	rdb.AddHook(hook)
+	l := mustLock(t, c.Mutex("late"), context.Background())
+	if !hook.done.Load() || core.RestartsSeen(c) == 0 {
+		t.Fatalf("the win was not held up across a noticed restart (held up: %v, restarts seen: %d)", hook.done.Load(), core.RestartsSeen(c))
+	}
+	registered := time.Now()
+	if cause := waitCause(t, l.Context(), 3*time.Second); !errors.Is(cause, core.ErrLockLost) {
+		t.Fatalf("lease context cancelled with %v, want ErrLockLost", cause)
+	}
+	t.Logf("holder told %s after its win was registered", time.Since(registered).Round(time.Millisecond))
 }

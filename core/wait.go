@@ -41,6 +41,7 @@ func (a *attempt) run(ctx, actx context.Context, wait bool, waitTimeout time.Dur
 // otherwise the loop attempts again.
 func (a *attempt) step(ctx, bound, actx context.Context, w *waitState) (l *Lease, done bool, err error) {
 	sent := time.Now()
+	a.epoch = a.c.restart.seen.Load()
 	rep, err := a.attempt(bound, actx)
 	if err != nil {
 		again, err := a.afterFailure(ctx, err)
