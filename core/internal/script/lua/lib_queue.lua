@@ -212,58 +212,68 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
   local sts = {first_st}
   local dls
   local cut = false
+  -- cuts: the places cut, written in one ZADD at the end.
+  local cuts = {}
+  local score = string.format('%d', now + ms)
   local i = 1
-  while true do
-    local st = sts[i]
-    if st == nil and dls and i == #members + 1 and i % notify_reach == 1 and i <= notify_cap then
-      -- Every place read so far waits on a granted Client: read on.
-      local more = redis.call('lrange', queue, i - 1, i + notify_reach - 2)
-      if #more > 0 then
-        local msts = redis.call('hmget', standing, unpack(more))
-        local mdls = redis.call('zmscore', deadlines, unpack(more))
-        for j = 1, #more do
-          members[i + j - 1], sts[i + j - 1], dls[i + j - 1] = more[j], msts[j], mdls[j]
+  -- scan reads the line from the head and cuts or tells as above.
+  local function scan()
+    while true do
+      local st = sts[i]
+      if st == nil and dls and i == #members + 1 and i % notify_reach == 1 and i <= notify_cap then
+        -- Every place read so far waits on a granted Client: read on.
+        local more = redis.call('lrange', queue, i - 1, i + notify_reach - 2)
+        if #more > 0 then
+          local msts = redis.call('hmget', standing, unpack(more))
+          local mdls = redis.call('zmscore', deadlines, unpack(more))
+          for j = 1, #more do
+            members[i + j - 1], sts[i + j - 1], dls[i + j - 1] = more[j], msts[j], mdls[j]
+          end
+          st = sts[i]
         end
-        st = sts[i]
       end
-    end
-    if not st then
-      return
-    end
-    local id, _, tag = standing_parse(st)
-    if not (id and tag) then
-      return
-    end
-    if not tags[tag] then
-      -- Behind places cut by an earlier grant only: that grant told this
-      -- waiter already, and those places end before this window does.
-      if i == 1 or cut then
-        tell_when(ch_prefix, st, id, tag, ms, now, publish)
-      end
-      return
-    end
-    if i == 1 then
-      -- The head waits on a granted Client. If an earlier grant already
-      -- cut its place, that grant cut the places behind it and told the
-      -- next Client's waiter, who looks again when they end: nothing to
-      -- do (a run of one Client's waiters costs one read per grant, not
-      -- three, and one notice per reach of places, not one per grant).
-      local dl1 = tonumber(redis.call('zscore', deadlines, members[1]))
-      if dl1 and dl1 <= now + ms then
+      if not st then
         return
       end
-      -- Else read the rest of the reach at once (the common case, another
-      -- Client's waiter first, reads one).
-      members = redis.call('lrange', queue, 0, notify_reach - 1)
-      sts = redis.call('hmget', standing, unpack(members))
-      dls = redis.call('zmscore', deadlines, unpack(members))
+      local id, _, tag = standing_parse(st)
+      if not (id and tag) then
+        return
+      end
+      if not tags[tag] then
+        -- Behind places cut by an earlier grant only: that grant told this
+        -- waiter already, and those places end before this window does.
+        if i == 1 or cut then
+          tell_when(ch_prefix, st, id, tag, ms, now, publish)
+        end
+        return
+      end
+      if i == 1 then
+        -- The head waits on a granted Client. If an earlier grant already
+        -- cut its place, that grant cut the places behind it and told the
+        -- next Client's waiter, who looks again when they end: nothing to
+        -- do (a run of one Client's waiters costs one read per grant, not
+        -- three, and one notice per reach of places, not one per grant).
+        local dl1 = tonumber(redis.call('zscore', deadlines, members[1]))
+        if dl1 and dl1 <= now + ms then
+          return
+        end
+        -- Else read the rest of the reach at once (the common case, another
+        -- Client's waiter first, reads one).
+        members = redis.call('lrange', queue, 0, notify_reach - 1)
+        sts = redis.call('hmget', standing, unpack(members))
+        dls = redis.call('zmscore', deadlines, unpack(members))
+      end
+      local dl = tonumber(dls[i])
+      if dl and dl > now + ms then
+        cuts[#cuts + 1], cuts[#cuts + 2] = score, members[i]
+        cut = true
+      end
+      i = i + 1
     end
-    local dl = tonumber(dls[i])
-    if dl and dl > now + ms then
-      redis.call('zadd', deadlines, string.format('%d', now + ms), members[i])
-      cut = true
-    end
-    i = i + 1
+  end
+  scan()
+  if #cuts > 0 then
+    redis.call('zadd', deadlines, unpack(cuts))
   end
 end
 
