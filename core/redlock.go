@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -377,32 +378,65 @@ func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Dur
 	if have >= need {
 		return token, false, nodes, nil
 	}
-	have += a.raiseFence(ctx, owner, lease, round, token, raise)
+	old := slices.Clone(nodes) // each node's own token for the hold
+	missed := a.raiseFence(ctx, owner, lease, round, token, raise, old)
+	have += len(raise) - len(missed)
 	for _, i := range raise {
 		nodes[i] = token
 	}
 	if have < need {
 		return 0, false, nil, fmt.Errorf("fencing token %d reached %d nodes, need %d", token, have, need)
 	}
+	// The lease names the hold by token on every node. A node the raise
+	// did not reach (no reply: it may or may not have run) would keep its
+	// hold under its own token, which the lease's renewals and release
+	// would not match, and stay held until its grant expires: the raise is
+	// sent there again in the background (it changes nothing where it
+	// already ran).
+	for _, i := range missed {
+		c, own := a.clients[i], old[i]
+		c.spawn(func() { a.raiseNodeAgain(owner, round, own, token, i, time.Now().Add(lease)) })
+	}
 	return token, false, nodes, nil
 }
 
-// raiseFence writes token to the fence counters of the nodes raise, in
-// parallel (redlock_fence.lua), and returns how many of them it reached.
-func (a *redlockAttempt) raiseFence(ctx context.Context, owner string, lease time.Duration, round string, token uint64, raise []int) int {
-	tok := strconv.FormatUint(token, 10)
+// raiseFence writes token to the fence counters of the nodes raise (and
+// to the round's hold there, whose token on node i is own[i]), in
+// parallel (redlock_fence.lua), and returns the nodes it did not reach.
+func (a *redlockAttempt) raiseFence(ctx context.Context, owner string, lease time.Duration, round string, token uint64, raise []int, own []uint64) (missed []int) {
 	replies, got := fanout(a.clientsAt(raise), a.nodeTimeout(lease), func(j int, c *Client) nodeReply {
-		m := a.nodes[raise[j]]
-		n, err := scriptRedlockFence.Run(ctx, c.rdb, []string{m.k.lock, m.k.fence, m.k.receipt(round)}, owner, tok, ms(fenceTTL)).Int64()
-		return nodeReply{status: n, err: err}
+		return nodeReply{err: a.raiseNode(ctx, c, owner, round, own[raise[j]], token, raise[j])}
 	}, nil)
-	reached := 0
-	for j := range raise {
-		if got[j] && replies[j].err == nil {
-			reached++
+	for j, i := range raise {
+		if !got[j] || replies[j].err != nil {
+			missed = append(missed, i)
 		}
 	}
-	return reached
+	return missed
+}
+
+// raiseNode runs the fence raise of round to token on node i, on its
+// Client c: the hold node i gave the round under token own.
+func (a *redlockAttempt) raiseNode(ctx context.Context, c *Client, owner, round string, own, token uint64, i int) error {
+	m := a.nodes[i]
+	return scriptRedlockFence.Run(ctx, c.rdb, []string{m.k.lock, m.k.fence, m.k.receipt(round)}, owner,
+		strconv.FormatUint(token, 10), ms(fenceTTL), strconv.FormatUint(own, 10)).Err()
+}
+
+// raiseNodeAgain sends the fence raise of round to node i with backoff
+// until it lands, until passes (the grant there has expired) or node i's
+// Client closes. Run on node i's Client.
+func (a *redlockAttempt) raiseNodeAgain(owner, round string, own, token uint64, i int, until time.Time) {
+	c := a.clients[i]
+	pause := 50 * time.Millisecond
+	for c.settlePause(&pause, until) {
+		ctx, cancel := context.WithTimeout(c.grace, c.cfg.releaseTimeout)
+		err := a.raiseNode(ctx, c, owner, round, own, token, i)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
 }
 
 // clientsAt is the Clients of the nodes at indexes.
