@@ -84,22 +84,6 @@ func (h *harness) one(name string) sdktrace.ReadOnlySpan {
 	return got[0]
 }
 
-// awaitKind waits until a span of the given kind has ended. A server's
-// transport can end its span after the reply reached the client (otelhttp
-// and gRPC's stats handler do), so a test reading spans right after a call
-// returned waits here first.
-func (h *harness) awaitKind(kind trace.SpanKind) {
-	h.t.Helper()
-	eventually(h.t, "an ended "+kind.String()+" span", func() bool {
-		for _, s := range h.spans.Ended() {
-			if s.SpanKind() == kind {
-				return true
-			}
-		}
-		return false
-	})
-}
-
 func spanNames(spans []sdktrace.ReadOnlySpan) []string {
 	var names []string
 	for _, s := range spans {

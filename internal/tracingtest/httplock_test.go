@@ -1,4 +1,4 @@
-package tracing_test
+package tracingtest_test
 
 import (
 	"context"
