@@ -67,8 +67,8 @@ const (
 	// answers.
 	retryFirstPause = 50 * time.Millisecond
 	retryMaxPause   = 500 * time.Millisecond
-	// retryParallel is how many queued releases are sent at once once the
-	// first of a round landed.
+	// retryParallel is how many queued releases a round of the retry
+	// goroutine sends at once.
 	retryParallel = 8
 )
 
