@@ -35,6 +35,7 @@ type Client struct {
 	identity *identityKeeper // the identity record, or nil (identity.go)
 
 	places   placeKeeper  // waiters' places in line (wait_place.go)
+	woken    wokenLines   // lines looked at again after a wake-up (wait_woken.go)
 	overs    overAttempts // attempts that left a line, for pushes that still come (stray.go)
 	coalesce coalescer    // script calls made at once share round trips (coalesce.go)
 
@@ -149,6 +150,7 @@ func (c *Client) Close() error {
 	time.AfterFunc(closeGrace, c.cancelGrace)
 	c.watchdog.stop() // cancels the leases left, with ErrClosed
 	c.hub.Close()
+	c.stopLooks()
 	c.wg.Wait()
 	script.Detach(c.rdb)
 	return nil

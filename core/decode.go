@@ -1,6 +1,8 @@
 package core
 
 import (
+	"time"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core/internal/reply"
@@ -28,11 +30,15 @@ func decodeAcquire(v any) (acquireReply, error) {
 
 // decodeRelease reads a release script's reply (reply.Release).
 func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
-	remaining, held, handed, err := reply.Release(cmd)
+	rep, err := reply.Release(cmd)
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return releaseReply{held: held, remaining: remaining, handed: handed}, nil
+	woke := rep.Woke // releaseReply.woke: 0 is none
+	if woke == 0 {
+		woke = time.Millisecond
+	}
+	return releaseReply{held: rep.Held, remaining: rep.Remaining, handed: rep.Handed, woke: max(woke, 0)}, nil
 }
 
 // handOver gives the grants a release made to waiters of this Client

@@ -204,7 +204,7 @@ func (f *FairMutex) placeTimeout() time.Duration { return f.waiterTimeout }
 
 func (f *FairMutex) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
 	return scriptFairKeep.Run(ctx, f.c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.standing, f.chPrefix},
-		append([]any{pub, ms(ttl)}, places...)...)
+		append([]any{pub, ms(ttl), ms(f.claimWindow)}, places...)...)
 }
 
 func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
@@ -267,5 +267,8 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
 		ms(fenceTTL), ms(a.claimWindow), ms(receiptTTL), a.c.id))
 	a.c.handOver(a.channel(""), rep, err)
+	if err == nil && rep.woke > 0 {
+		a.c.lookAgain(a.FairMutex, rep.woke)
+	}
 	return rep, err
 }

@@ -210,6 +210,10 @@ type releaseReply struct {
 	// returned instead of published (grant_push in lib_queue.lua):
 	// handOver gives them to the waiters.
 	handed []string
+	// woke is, when the release woke a fixed-LeaseTime waiter to take the
+	// lock itself, how long that waiter's place lasts (wait_woken.go); 0:
+	// none.
+	woke time.Duration
 }
 
 // aloneRenewer marks a renewable whose renewal is round trips of its own

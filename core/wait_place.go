@@ -321,7 +321,10 @@ func (c *Client) sendKeep(call keepCall) error {
 	if err != nil {
 		return err
 	}
-	lost, _ := v.([]any)
+	lost, woke := keepReply(v)
+	if woke >= 0 {
+		c.lookAgain(call.line.wl, woke)
+	}
 	k := &c.places
 	k.mu.Lock()
 	defer k.mu.Unlock()

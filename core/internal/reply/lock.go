@@ -2,6 +2,7 @@ package reply
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,33 +79,57 @@ func ParseAcquire(v any) (Acquire, error) {
 	}
 }
 
-// Release reads the reply shared by release scripts: the holds the owner
-// still has (remaining), or -1 when the hold was gone (held false). A
-// release that granted waiters of the releasing Client replies {n, grant,
-// …}: handed are those grants' push payloads ('g …').
-func Release(cmd *redis.Cmd) (remaining int64, held bool, handed []string, err error) {
+// Released is a release script's answer.
+type Released struct {
+	// Remaining is the holds the owner still has, or -1 when the hold was
+	// gone (Held false).
+	Remaining int64
+	Held      bool
+	// Handed are the push payloads ('g …') of the grants the release made
+	// to waiters of the releasing Client, returned instead of published.
+	Handed []string
+	// Woke is, when the release woke a fixed-LeaseTime waiter to take the
+	// lock itself, how long that waiter's place lasts ('c <ms>'); -1: none.
+	Woke time.Duration
+}
+
+// Release reads the reply shared by release scripts: n, the holds the
+// owner still has (-1: the hold was gone), or {n, item, …} whose items are
+// grants the release made to waiters of the releasing Client ('g …') and
+// the place of a waiter it woke ('c <ms>').
+func Release(cmd *redis.Cmd) (Released, error) {
 	v, err := cmd.Result()
 	if err != nil {
-		return 0, false, nil, err
+		return Released{}, err
 	}
+	rep := Released{Woke: -1}
 	if arr, ok := v.([]any); ok {
 		if len(arr) < 2 {
-			return 0, false, nil, fmt.Errorf("unexpected release reply of %d elements", len(arr))
+			return Released{}, fmt.Errorf("unexpected release reply of %d elements", len(arr))
 		}
-		for _, g := range arr[1:] {
-			p, ok := g.(string)
-			if !ok || !strings.HasPrefix(p, "g ") {
-				return 0, false, nil, fmt.Errorf("unexpected handed grant %v", g)
+		for _, item := range arr[1:] {
+			p, _ := item.(string)
+			switch {
+			case strings.HasPrefix(p, "g "):
+				rep.Handed = append(rep.Handed, p)
+			case strings.HasPrefix(p, "c ") && rep.Woke < 0:
+				n, err := strconv.ParseInt(p[2:], 10, 64)
+				if err != nil || n < 0 {
+					return Released{}, fmt.Errorf("unexpected woken place %q", p)
+				}
+				rep.Woke = ms(n)
+			default:
+				return Released{}, fmt.Errorf("unexpected release reply item %v", item)
 			}
-			handed = append(handed, p)
 		}
 		v = arr[0]
 	}
 	n, err := Int(v)
 	if err != nil {
-		return 0, false, nil, err
+		return Released{}, err
 	}
-	return n, n >= 0, handed, nil
+	rep.Remaining, rep.Held = n, n >= 0
+	return rep, nil
 }
 
 // Renew reads a renewal reply: 1 kept, 0 lost.

@@ -36,7 +36,8 @@ func TestParseAcquire(t *testing.T) {
 }
 
 // A release's reply: the holds left, or those with the grants the release
-// made to waiters of the releasing Client.
+// made to waiters of the releasing Client, or the place of the waiter it
+// woke.
 func TestRelease(t *testing.T) {
 	cmdOf := func(v any) *redis.Cmd {
 		cmd := redis.NewCmd(context.Background())
@@ -48,21 +49,25 @@ func TestRelease(t *testing.T) {
 		n      int64
 		held   bool
 		handed []string
+		woke   time.Duration
 	}{
-		{int64(0), 0, true, nil},
-		{int64(2), 2, true, nil},
-		{int64(-1), -1, false, nil},
-		{[]any{int64(0), "g a:1 7 100 2000"}, 0, true, []string{"g a:1 7 100 2000"}},
-		{[]any{int64(0), "g a:1 7 100 2000", "g b:1 8 100 2000"}, 0, true, []string{"g a:1 7 100 2000", "g b:1 8 100 2000"}},
+		{int64(0), 0, true, nil, -1},
+		{int64(2), 2, true, nil, -1},
+		{int64(-1), -1, false, nil, -1},
+		{[]any{int64(0), "g a:1 7 100 2000"}, 0, true, []string{"g a:1 7 100 2000"}, -1},
+		{[]any{int64(0), "g a:1 7 100 2000", "g b:1 8 100 2000"}, 0, true, []string{"g a:1 7 100 2000", "g b:1 8 100 2000"}, -1},
+		{[]any{int64(0), "c 2000"}, 0, true, nil, 2 * time.Second},
+		{[]any{int64(0), "c 0"}, 0, true, nil, 0},
 	} {
-		n, held, handed, err := Release(cmdOf(c.reply))
-		if err != nil || n != c.n || held != c.held || !slices.Equal(handed, c.handed) {
-			t.Errorf("Release(%v) = %d, %v, %q, %v; want %d, %v, %q", c.reply, n, held, handed, err, c.n, c.held, c.handed)
+		rep, err := Release(cmdOf(c.reply))
+		if err != nil || rep.Remaining != c.n || rep.Held != c.held || !slices.Equal(rep.Handed, c.handed) || rep.Woke != c.woke {
+			t.Errorf("Release(%v) = %+v, %v; want %d, %v, %q, %v", c.reply, rep, err, c.n, c.held, c.handed, c.woke)
 		}
 	}
-	for _, bad := range []any{nil, "x", []any{int64(0)}, []any{int64(0), "w a:1"}, []any{int64(0), int64(3)}, []any{"x", "g a:1 7 100 2000"}} {
-		if n, _, handed, err := Release(cmdOf(bad)); err == nil {
-			t.Errorf("Release(%v) = %d, %q, want an error", bad, n, handed)
+	for _, bad := range []any{nil, "x", []any{int64(0)}, []any{int64(0), "w a:1"}, []any{int64(0), int64(3)}, []any{"x", "g a:1 7 100 2000"},
+		[]any{int64(0), "c x"}, []any{int64(0), "c -5"}} {
+		if rep, err := Release(cmdOf(bad)); err == nil {
+			t.Errorf("Release(%v) = %+v, want an error", bad, rep)
 		}
 	}
 }

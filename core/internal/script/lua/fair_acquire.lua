@@ -73,7 +73,7 @@ local wt = tonumber(ARGV[4])
 
 -- Evict waiters at the head of the line whose deadline has passed: a
 -- crashed waiter holds up the line for at most one waiter timeout.
-local head = evict_dead(KEYS[2], KEYS[3], KEYS[7], now)
+local head, head_dl = evict_dead(KEYS[2], KEYS[3], KEYS[7], now)
 
 -- The holder's remaining lease (-2: the lock is free), read once.
 local pttl = redis.call('pttl', KEYS[1])
@@ -152,7 +152,7 @@ if pttl >= 0 and pttl < retry then
 elseif pttl < 0 and head and head ~= owner then
   -- Free, waiting for the first in line: until it takes the lock or its
   -- deadline passes.
-  local dl = tonumber(redis.call('zscore', KEYS[3], head)) - now
+  local dl = head_dl - now
   if dl < retry then
     retry = dl
   end

@@ -28,6 +28,11 @@
 --         {0, g}  the lock was freed and granted to a waiter of the
 --                 releasing Client: g is the grant, returned instead of
 --                 published (grant_push in lib_queue.lua)
+--         {0, 'c <ms>'}
+--                 the lock was freed and its first waiter, a fixed-LeaseTime
+--                 one, woken to take it: its place ends in ms (at most the
+--                 claim window, wake_cut in lib_queue.lua), and the releasing
+--                 Client looks at the line again then
 --         -1      the hold this lease belongs to is gone: nothing done
 --
 -- Direct handoff. When the last hold ends and the first live waiter in line
@@ -52,8 +57,11 @@
 -- are bounded by the holder's lease, go on. A waiter whose standing attempt
 -- is already over (it gave up, and its leave has not landed yet) is taken
 -- out of line instead. A fixed-LeaseTime waiter is woken to take the lock
--- itself, as before. A grant to a waiter of the releasing Client (its tag
--- is ARGV[11]) is returned in the reply instead of published (grant_push).
+-- itself, and has one claim window to do so: its place ends then, and the
+-- releasing Client, told so in the reply, looks at the line again (evicts
+-- it, wakes the next) if it has not. A grant to a waiter of the releasing
+-- Client (its tag is ARGV[11]) is returned in the reply instead of
+-- published (grant_push).
 local seen, token = release_seen(KEYS[4], ARGV[5], ARGV[4], ARGV[6])
 if seen then
   return seen
@@ -98,6 +106,7 @@ local function grant_next(head, after)
       if not (id and wl) then
         redis.call('del', KEYS[1])
         wake_waiter(KEYS[7], KEYS[5], head, ARGV[3])
+        line.woke = wake_cut(KEYS[3], head, tonumber(dl), now, tonumber(ARGV[9]))
         return
       end
     end

@@ -152,12 +152,18 @@ end
 
 -- release_reply is a release script's answer: n (the holds left), or
 -- {n, grant, …} when it granted waiters of the releasing Client
--- (grant_push). A copy of the release is answered its receipt, n alone: a
--- Client whose release call failed wakes its waiters of the lock instead
--- (core/decode.go), and the grantee's next attempt finds the grant.
+-- (grant_push), and {n, 'c <ms>'} when it woke a waiter to take the lock
+-- itself (st.woke: the ms left of its place, wake_cut). A copy of the
+-- release is answered its receipt, n alone: a Client whose release call
+-- failed wakes its waiters of the lock instead (core/decode.go), and the
+-- grantee's next attempt finds the grant.
 local function release_reply(n, st)
-  if st.handed then
-    return {n, unpack(st.handed)}
+  local out = st.handed or {}
+  if st.woke then
+    table.insert(out, string.format('c %d', st.woke))
+  end
+  if #out > 0 then
+    return {n, unpack(out)}
   end
   return n
 end
@@ -332,15 +338,32 @@ local function wake_waiter(standing, ch_prefix, owner, publish)
   end
 end
 
+-- wake_cut ends the place of member, woken to take the free lock itself
+-- (wake_waiter), within ms of now (server ms), if its deadline dl is
+-- later: a waiter that does not take the lock by then — it died, was
+-- stopped or cut off — is evicted at the next look at the line, as a grant
+-- nobody claims expires after its claim window. A waiter that lives takes
+-- the lock within milliseconds, or has its place renewed by its Client
+-- before then. It returns the ms left of the place, which the waking
+-- Client is told (a release's reply, fair_keep's) so that it looks at the
+-- line again then (core/wait_woken.go).
+local function wake_cut(deadlines, member, dl, now, ms)
+  if dl > now + ms then
+    redis.call('zadd', deadlines, string.format('%d', now + ms), member)
+    return ms
+  end
+  return dl - now
+end
+
 -- evict_dead(queue, deadlines, standing, now) evicts waiters at the head of
 -- the queue (list) whose deadline (zset, server ms) has passed, and returns
--- the first live waiter, or nil when the line is empty.
+-- the first live waiter and its deadline, or nil when the line is empty.
 local function evict_dead(queue, deadlines, standing, now)
   local head = redis.call('lindex', queue, 0)
   while head do
-    local dl = redis.call('zscore', deadlines, head)
-    if dl and tonumber(dl) > now then
-      return head
+    local dl = tonumber(redis.call('zscore', deadlines, head))
+    if dl and dl > now then
+      return head, dl
     end
     redis.call('lpop', queue)
     redis.call('zrem', deadlines, head)

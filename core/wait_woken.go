@@ -1,0 +1,118 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/keylock/keylock/core/internal/reply"
+)
+
+// A waiter woken to take a free lock itself.
+//
+// A release that frees a fair lock (or a contended Mutex) whose first waiter
+// waits with a fixed LeaseTime does not grant it the lock (a grant's first
+// lease is claimed by renewing it, and a fixed lease is never renewed): it
+// wakes that waiter to take the lock with an attempt of its own. A keep call
+// that finds the lock free (its holder's lease ran out) wakes the first
+// waiter too. Either way the woken waiter's place lasts one claim window at
+// most (wake_cut in lib_queue.lua): a waiter that lives takes the lock
+// within milliseconds, one that died, was stopped or cut off never does, and
+// must not hold the line up for its whole waiter timeout. The Client that
+// woke it is told how long the place lasts and looks at the line again
+// then: a keep call with no places of its own (fair_keep.lua) evicts the
+// waiter if it is still first, and wakes the next, whose place lasts one
+// claim window in turn. So a woken waiter that is gone holds the lock up for
+// about one claim window, as a grantee that is gone does. Should the waking
+// Client be gone too, the other Clients' keep calls (every third of their
+// waiters' timeout) do the same.
+
+// lookMargin is how long after a woken waiter's place ends the Client
+// looks at the line: the server evicts a place once its deadline has
+// passed.
+const lookMargin = 10 * time.Millisecond
+
+// wokenLines are the lines the Client looks at again, by queue key: one
+// look pending per line, the latest asked for (an earlier wake-up's waiter
+// has taken the lock, or been evicted, by the time a later one is made).
+type wokenLines struct {
+	mu     sync.Mutex
+	timers map[string]*time.Timer
+}
+
+// lookAgain makes c look at wl's line d from now (the place of a waiter it
+// woke lasts that long), replacing the look pending there.
+func (c *Client) lookAgain(wl waitLine, d time.Duration) {
+	if c.isClosed() {
+		return
+	}
+	w := &c.woken
+	key := wl.lineKey()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timers == nil {
+		w.timers = make(map[string]*time.Timer)
+	}
+	if t := w.timers[key]; t != nil {
+		t.Stop()
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d+lookMargin, func() {
+		w.mu.Lock()
+		if w.timers[key] == t {
+			delete(w.timers, key)
+		}
+		w.mu.Unlock()
+		c.spawn(func() { c.lookAtLine(wl) })
+	})
+	w.timers[key] = t
+}
+
+// stopLooks stops the looks pending (Close).
+func (c *Client) stopLooks() {
+	w := &c.woken
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for key, t := range w.timers {
+		t.Stop()
+		delete(w.timers, key)
+	}
+}
+
+// lookAtLine runs a keep call with no places on wl's line: a first waiter
+// whose place ended is evicted, and if the lock is free the next is woken
+// (and looked at again when its place ends). A call that fails is not
+// retried: the keep calls of the line's waiters' Clients look after it.
+func (c *Client) lookAtLine(wl waitLine) {
+	ctx, cancel := context.WithTimeout(clientContext{Context: context.Background(), c: c}, c.cfg.releaseTimeout)
+	defer cancel()
+	pub, err := c.hub.PublishCommand(ctx)
+	if err != nil {
+		return
+	}
+	v, err := wl.keepCall(ctx, pub, 2*wl.placeTimeout(), nil).Result()
+	if err != nil {
+		return
+	}
+	if _, woke := keepReply(v); woke >= 0 {
+		c.lookAgain(wl, woke)
+	}
+}
+
+// keepReply reads a keep call's reply: the places not found (1-based
+// numbers of the call's places), and, when the call woke a waiter to take
+// the free lock, how long its place lasts (-1: none). A semaphore's keep
+// call replies the places alone.
+func keepReply(v any) (lost []any, woke time.Duration) {
+	arr, _ := v.([]any)
+	if len(arr) == 2 {
+		if l, ok := arr[0].([]any); ok {
+			n, err := reply.Int(arr[1])
+			if err != nil || n < 0 {
+				return l, -1
+			}
+			return l, time.Duration(n) * time.Millisecond
+		}
+	}
+	return arr, -1
+}

@@ -1,0 +1,133 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/keylock/keylock/core"
+)
+
+// A fixed-LeaseTime waiter is woken to take the lock itself, not granted
+// it. One that is gone (its process cut off after it got in line) holds
+// the line up for about the claim window, not for its place's waiter
+// timeout (30s here, which the next waiter's Client renews every 10s): the
+// releasing Client looks at the line again when the woken waiter's place
+// ends, evicts it and wakes the next.
+func TestFairWokenWaiterThatIsGonePassesOn(t *testing.T) {
+	checkGoneWokenWaiter(t, "wg", 1, 4)
+}
+
+// Each of a gone Client's fixed-lease waiters at the head of the line
+// holds it up for one claim window.
+func TestFairWokenWaitersThatAreGonePassOn(t *testing.T) {
+	checkGoneWokenWaiter(t, "wgs", 3, 8)
+}
+
+// checkGoneWokenWaiter puts waiters fixed-lease waiters of one Client
+// first in line of a fair lock with a 300ms claim window and a 30s waiter
+// timeout, cuts that Client off, releases the lock (waking the first of
+// them, who never hears of it) and checks that the waiter of another Client
+// behind them gets the lock within maxWindows claim windows of the release,
+// and that no cut-off waiter's Lock returns a lease.
+func checkGoneWokenWaiter(t *testing.T, name string, waiters int, maxWindows time.Duration) {
+	srv, rdb := single(t)
+	holder := newLocks(t, rdb)
+	const window = 300 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := context.Background()
+	held := mustLock(t, holder.FairMutex(name, opts...), ctx)
+
+	p := redistestProxy(t, srv.Addr())
+	obsA := &waitSignal{waiting: make(chan int, 16)}
+	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
+	aCtx, aCancel := context.WithCancel(ctx)
+	defer aCancel()
+	aDone := make([]chan error, waiters)
+	for i := range waiters {
+		aDone[i] = make(chan error, 1)
+		go func() {
+			l, err := a.FairMutex(name, opts...).Lock(aCtx, core.LeaseTime(5*time.Second))
+			if err == nil {
+				err = errors.New("a cut-off waiter got a lease")
+				_ = l.Unlock(context.Background())
+			}
+			aDone[i] <- err
+		}()
+		if i == 0 {
+			waitInLine(t, obsA)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); rdb.LLen(ctx, "keylock:{"+name+"}:queue").Val() < int64(waiters); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cut-off Client's %d waiters never all stood in line", waiters)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	obsB := &waitSignal{waiting: make(chan int, 16)}
+	b := newLocks(t, rdb, core.WithObserver(obsB))
+	bGot := lockLater(t, b.FairMutex(name, opts...), ctx)
+	waitInLine(t, obsB)
+
+	p.Blackhole()
+	released := time.Now()
+	mustUnlock(t, held) // wakes a's first waiter, who never hears of it
+	l := awaitLease(t, bGot, 5*time.Second, "the next waiter")
+	if took := time.Since(released); took < window/2 || took > maxWindows*window {
+		t.Errorf("the next waiter got the lock %v after the release, want about %d claim windows (%v)", took, waiters, window)
+	}
+	if l.Token() <= held.Token() {
+		t.Errorf("token %d, want above %d", l.Token(), held.Token())
+	}
+	mustUnlock(t, l)
+	aCancel()
+	p.Pass()
+	for _, done := range aDone {
+		cancelledOnly(t, done)
+	}
+}
+
+// A holder whose fixed lease runs out releases nothing: the first keep call
+// of a waiter's Client that finds the lock free wakes the first waiter.
+// When that one is gone, the Client that woke it looks at the line again
+// once its place ends (the claim window), and takes the lock: the line
+// moves on within a keep period and a claim window of the expiry, not when
+// the gone waiter's place times out (9s after its last renewal).
+func TestFairWokenWaiterThatIsGoneAfterAnExpiryPassesOn(t *testing.T) {
+	srv, rdb := single(t)
+	const window = 300 * time.Millisecond
+	const wt = 9 * time.Second // places renewed every 3s
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(wt)}
+	ctx := context.Background()
+	const lease = 1500 * time.Millisecond
+	_, err := newLocks(t, rdb).FairMutex("we", opts...).Lock(ctx, core.LeaseTime(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Now().Add(lease)
+
+	p := redistestProxy(t, srv.Addr())
+	obsA := &waitSignal{waiting: make(chan int, 16)}
+	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
+	aCtx, aCancel := context.WithCancel(ctx)
+	defer aCancel()
+	aDone := lockNoLease(a.FairMutex("we", opts...), aCtx)
+	waitInLine(t, obsA)
+
+	obsB := &waitSignal{waiting: make(chan int, 16)}
+	b := newLocks(t, rdb, core.WithObserver(obsB))
+	bGot := lockLater(t, b.FairMutex("we", opts...), ctx)
+	waitInLine(t, obsB)
+	p.Blackhole() // a's place was renewed at most 9s before now
+
+	l := awaitLease(t, bGot, 8*time.Second, "the next waiter")
+	if took := time.Since(expires); took > wt/3+4*window {
+		t.Errorf("the next waiter got the lock %v after the holder's lease ran out, want within a keep period (%v) and a claim window", took, wt/3)
+	}
+	mustUnlock(t, l)
+	aCancel()
+	p.Pass()
+	cancelledOnly(t, aDone)
+}
