@@ -52,12 +52,19 @@ func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
 // to look again, and the grantee's attempt is answered the win from its
 // record — at once, instead of at its Client's next keep call. A failed
 // release is rare; the wake-up costs one attempt per local waiter.
-func (c *Client) handOver(channel string, rep releaseReply, err error) {
+//
+// A release that woke a fixed-LeaseTime waiter of line to take its hold
+// itself (rep.woke) makes the Client look at the line again when that
+// waiter's place ends (wait_woken.go).
+func (c *Client) handOver(line waitLine, channel string, rep releaseReply, err error) {
 	if err != nil {
 		c.hub.Deliver(channel, "-1") // a negative count wakes them all
 		return
 	}
 	for _, g := range rep.handed {
 		c.hub.Deliver(channel, g)
+	}
+	if rep.woke > 0 {
+		c.lookAgain(line, rep.woke)
 	}
 }

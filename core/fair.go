@@ -266,9 +266,6 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix, a.k.fence, a.standing},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
 		ms(fenceTTL), ms(a.claimWindow), ms(receiptTTL), a.c.id))
-	a.c.handOver(a.channel(""), rep, err)
-	if err == nil && rep.woke > 0 {
-		a.c.lookAgain(a.FairMutex, rep.woke)
-	}
+	a.c.handOver(a.FairMutex, a.channel(""), rep, err)
 	return rep, err
 }

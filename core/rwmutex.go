@@ -194,7 +194,7 @@ func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (r
 		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.k.lock, r.intents, r.k.fence, r.queue, r.deadlines, r.standing, r.chPrefix},
 		rel.owner, ms(rel.wdLease), pub, ms(rel.keep), abort, tokenArg(rel.token), boolArg(rel.watchdog),
 		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL), r.c.id))
-	r.c.handOver(r.channel(""), rep, err)
+	r.c.handOver(r.RWMutex, r.channel(""), rep, err)
 	return rep, err
 }
 
@@ -258,7 +258,7 @@ func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (re
 		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.readers, w.counts, w.k.fence, w.queue, w.deadlines, w.standing, w.chPrefix},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
 		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL), w.c.id))
-	w.c.handOver(w.channel(""), rep, err)
+	w.c.handOver(w.RWMutex, w.channel(""), rep, err)
 	return rep, err
 }
 

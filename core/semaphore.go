@@ -300,6 +300,6 @@ func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseRep
 	}
 	rep, err := decodeRelease(a.c.run(ctx, scriptSemRelease, a.scriptKeys(a.k.receipt(id)),
 		a.scriptArgs(pub, a.permits, a.holder, ms(receiptTTL), abort, a.c.id)...))
-	a.c.handOver(a.channel(""), rep, err)
+	a.c.handOver(a.Semaphore, a.channel(""), rep, err)
 	return rep, err
 }

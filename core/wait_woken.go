@@ -13,16 +13,17 @@ import (
 // A release that frees a fair lock (or a contended Mutex) whose first waiter
 // waits with a fixed LeaseTime does not grant it the lock (a grant's first
 // lease is claimed by renewing it, and a fixed lease is never renewed): it
-// wakes that waiter to take the lock with an attempt of its own. A keep call
-// that finds the lock free (its holder's lease ran out) wakes the first
-// waiter too. Either way the woken waiter's place lasts one claim window at
-// most (wake_cut in lib_queue.lua): a waiter that lives takes the lock
-// within milliseconds, one that died, was stopped or cut off never does, and
-// must not hold the line up for its whole waiter timeout. The Client that
-// woke it is told how long the place lasts and looks at the line again
-// then: a keep call with no places of its own (fair_keep.lua) evicts the
-// waiter if it is still first, and wakes the next, whose place lasts one
-// claim window in turn. So a woken waiter that is gone holds the lock up for
+// wakes that waiter to take the lock with an attempt of its own. So does a
+// semaphore's or read-write lock's release for the fixed-lease waiters it
+// admits, and a keep call that finds the lock free (its holder's lease ran
+// out). The woken waiter's place then lasts one claim window at most
+// (wake_cut in lib_queue.lua): a waiter that lives takes its hold within
+// milliseconds; one that died, was stopped or cut off never does, and must
+// not hold the line up for its whole waiter timeout. The Client that woke it
+// is told how long the place lasts and looks at the line again then: a keep
+// call with no places of its own evicts the waiter if it is still in line,
+// and serves the line again (the next fixed-lease waiter woken has one claim
+// window in turn). So a woken waiter that is gone holds the line up for
 // about one claim window, as a grantee that is gone does. Should the waking
 // Client be gone too, the other Clients' keep calls (every third of their
 // waiters' timeout) do the same.
@@ -99,10 +100,10 @@ func (c *Client) lookAtLine(wl waitLine) {
 	}
 }
 
-// keepReply reads a keep call's reply: the places not found (1-based
-// numbers of the call's places), and, when the call woke a waiter to take
-// the free lock, how long its place lasts (-1: none). A semaphore's keep
-// call replies the places alone.
+// keepReply reads a keep call's reply, {lost, woke}: the places not found
+// (1-based numbers of the call's places), and, when the call woke a waiter
+// to take its hold itself, how long its place lasts (-1: none). A reply of
+// the places alone is read as such.
 func keepReply(v any) (lost []any, woke time.Duration) {
 	arr, _ := v.([]any)
 	if len(arr) == 2 {

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -130,4 +131,44 @@ func TestFairWokenWaiterThatIsGoneAfterAnExpiryPassesOn(t *testing.T) {
 	aCancel()
 	p.Pass()
 	cancelledOnly(t, aDone)
+}
+
+// A semaphore's fixed-lease waiter that is gone (in line, its place renewed
+// for a minute, on a channel nobody listens to) is woken by the release,
+// not granted: it holds the permit up for about the claim window, then the
+// releasing Client looks at the line again and admits the next waiter.
+func TestSemaphoreWokenWaiterThatIsGonePassesOn(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	s := newLocks(t, srv.NewClient(t)).Semaphore("wg", 1)
+	a := mustLock(t, s, ctx)
+	semGhostInLine(t, rdb, "wg")
+	rdb.HSet(context.Background(), "keylock:{wg}:standing", "ghost", fmt.Sprintf("ghost||nobody|s1|%d|ghost-owner", time.Now().UnixMilli()))
+	ws := semLine(t, srv, rdb, "wg", 1, []int{1})
+	mustUnlock(t, a) // wakes the ghost
+	start := time.Now()
+	l := ws[0].served(t)
+	if waited, limit := time.Since(start), core.DefaultFairClaimWindow+time.Second; waited > limit {
+		t.Fatalf("served %s after the release woke a waiter that is gone, want within the claim window (%s)", waited, limit)
+	}
+	mustUnlock(t, l)
+}
+
+// The same for a read-write lock's fixed-lease writer.
+func TestRWWokenWriterThatIsGonePassesOn(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	holder := mustLock(t, newLocks(t, srv.NewClient(t)).RWMutex("wg"), ctx)
+	ghostInLine(t, rdb, "wg", "w")
+	rdb.HSet(context.Background(), "keylock:{wg}:standing", "ghost", fmt.Sprintf("ghost||nobody|w|%d", time.Now().UnixMilli()))
+	ws := lineUpCalls(t, srv, rdb, "wg", []string{"reader"}, func(_ int, c *core.Client, ctx context.Context) (*core.Lease, error) {
+		return c.RWMutex("wg").RLock(ctx)
+	})
+	mustUnlock(t, holder) // wakes the ghost
+	start := time.Now()
+	l := ws[0].served(t)
+	if waited, limit := time.Since(start), core.DefaultFairClaimWindow+time.Second; waited > limit {
+		t.Fatalf("served %s after the release woke a writer that is gone, want within the claim window (%s)", waited, limit)
+	}
+	mustUnlock(t, l)
 }

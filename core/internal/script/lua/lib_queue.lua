@@ -355,6 +355,19 @@ local function wake_cut(deadlines, member, dl, now, ms)
   return dl - now
 end
 
+-- woken cuts the place of member (deadline dl), just woken by a pass over
+-- the line st (a semaphore's or read-write lock's: st.deadlines, st.claim)
+-- to take its hold itself, down to the claim window (wake_cut), and keeps
+-- in st.woke the soonest end of such a place: the reply tells the Client
+-- that ran the pass to look at the line again then (release_reply, and the
+-- keep scripts' replies).
+local function woken(st, member, dl, now)
+  local left = wake_cut(st.deadlines, member, tonumber(dl), now, st.claim)
+  if not st.woke or left < st.woke then
+    st.woke = left
+  end
+end
+
 -- evict_dead(queue, deadlines, standing, now) evicts waiters at the head of
 -- the queue (list) whose deadline (zset, server ms) has passed, and returns
 -- the first live waiter and its deadline, or nil when the line is empty.

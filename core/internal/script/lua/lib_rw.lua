@@ -18,7 +18,10 @@
 -- 'g <id> <token> <now> <lease>' pushed on its Client's channel; the
 -- grant is marked unclaimed until its Client renews it); one with
 -- a fixed LeaseTime, or a reader whose owner already reads, is woken
--- ('w <id>') to take it itself.
+-- ('w <id>') to take it itself, and its place then lasts one claim window
+-- at most (woken, lib_queue.lua): one that is gone is evicted at the next
+-- pass after that, which the Client that woke it runs (its reply says
+-- when).
 --
 -- r is a table: writer (hash, lib_hold.lua), readers (zset owner ->
 -- deadline), rcount (hash, lib_lease.lua), intents, fence, queue,
@@ -167,6 +170,7 @@ local function rw_admit(r, now, self)
       end
       if not wl then
         waiter_push(r.ch, m, tag, 'w ' .. id, r.publish)
+        woken(r, m, dl, now)
         return done(false)
       end
       if rw_grant(r, m, id, wl, tag, function(lease)
@@ -194,6 +198,7 @@ local function rw_admit(r, now, self)
         end
       else
         waiter_push(r.ch, m, tag, 'w ' .. id, r.publish)
+        woken(r, m, dl, now)
         readers = readers + 1
       end
     end

@@ -17,7 +17,10 @@
 -- marked as the winner, and 'g <id> <token> <now> <lease>' pushed on its
 -- Client's channel. A waiter with a fixed LeaseTime is woken ('w <id>') to
 -- take them itself; the pass counts its permits as taken, so one release
--- wakes no more such waiters than its permits can serve.
+-- wakes no more such waiters than its permits can serve. Its place then
+-- lasts one claim window at most (woken, lib_queue.lua): one that is gone
+-- is evicted at the next pass after that, which the Client that woke it
+-- runs (its reply says when).
 --
 -- A grant's holder is marked unclaimed (book('g', holder), lib_lease.lua)
 -- until its Client renews it; a waiter told to look again when the grant
@@ -165,6 +168,7 @@ local function sem_admit(s, now, self)
         end
       else
         waiter_push(s.ch, m, tag, 'w ' .. id, s.publish)
+        woken(s, m, dl, now)
         free = free - n
       end
     end

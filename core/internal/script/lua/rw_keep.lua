@@ -13,8 +13,11 @@
 -- ARGV[5]  shortest life of a grant's record in milliseconds
 -- ARGV[6..] triples: member in line, attempt id, waiter timeout in ms
 --
--- Returns the 1-based numbers of the triples whose place was not found
--- (their waiters should look again, which joins the line anew).
+-- Returns {lost, woke}: lost, the 1-based numbers of the triples whose
+-- place was not found (their waiters should look again, which joins the
+-- line anew); woke, the ms left of the place of the first fixed-lease
+-- waiter the pass woke to take its hold itself (-1: none), when the Client
+-- looks at the line again (wake_cut in lib_queue.lua, core/wait_woken.go).
 local now = now_ms()
 local lost, kept = renew_places(KEYS[7], KEYS[8], KEYS[9], ARGV[2], 6, now, function(member, deadline, st)
   if string.match(st, '^[^|]*|[^|]*|[^|]*|([^|]*)') == 'w' then
@@ -24,9 +27,10 @@ end)
 if kept > 0 then
   keep_for(KEYS[4], tonumber(ARGV[2]))
 end
-rw_admit({
+local r = {
   writer = KEYS[1], readers = KEYS[2], rcount = KEYS[3], intents = KEYS[4], fence = KEYS[5],
   queue = KEYS[7], deadlines = KEYS[8], standing = KEYS[9], ch = KEYS[10],
   fence_ttl = ARGV[3], claim = tonumber(ARGV[4]), record_ttl = tonumber(ARGV[5]), publish = ARGV[1],
-}, now)
-return lost
+}
+rw_admit(r, now)
+return {lost, r.woke or -1}

@@ -15,11 +15,14 @@
 -- A place is renewed only while the attempt named stands in it: a late
 -- copy of this call never brings back a place its waiter gave up or lost.
 --
--- Returns the 1-based numbers of the triples whose place was not found
--- (their waiters should look again, which joins the line anew).
+-- Returns {lost, woke}: lost, the 1-based numbers of the triples whose
+-- place was not found (their waiters should look again, which joins the
+-- line anew); woke, the ms left of the place of the first fixed-lease
+-- waiter the pass woke to take its hold itself (-1: none), when the Client
+-- looks at the line again (wake_cut in lib_queue.lua, core/wait_woken.go).
 local s = sem_state()
 local now = now_ms()
 local lost = renew_places(s.queue, s.deadlines, s.standing, ARGV[6], 7, now)
 prune_expired(s.expiry, s.holders, now)
 sem_admit(s, now)
-return lost
+return {lost, s.woke or -1}
