@@ -55,10 +55,12 @@ func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
 //
 // A release that woke a fixed-LeaseTime waiter of line to take its hold
 // itself (rep.woke) makes the Client look at the line again when that
-// waiter's place ends (wait_woken.go).
+// waiter's place ends (wait_woken.go); one that failed may have woken one
+// too, in a reply nobody read: the Client looks one claim window later.
 func (c *Client) handOver(line waitLine, channel string, rep releaseReply, err error) {
 	if err != nil {
 		c.hub.Deliver(channel, "-1") // a negative count wakes them all
+		c.lookAgain(line, line.wakeWindow())
 		return
 	}
 	for _, g := range rep.handed {

@@ -201,6 +201,7 @@ func (a fairAttempt) member(t try) string { return t.owner }
 
 func (f *FairMutex) lineKey() string             { return f.queue }
 func (f *FairMutex) placeTimeout() time.Duration { return f.waiterTimeout }
+func (f *FairMutex) wakeWindow() time.Duration   { return f.claimWindow }
 
 func (f *FairMutex) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
 	return scriptFairKeep.Run(ctx, f.c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.standing, f.chPrefix},

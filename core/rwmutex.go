@@ -272,6 +272,7 @@ func (rw *RWMutex) line() waitLine        { return rw }
 
 func (rw *RWMutex) lineKey() string             { return rw.queue }
 func (rw *RWMutex) placeTimeout() time.Duration { return writeIntentTTL }
+func (rw *RWMutex) wakeWindow() time.Duration   { return DefaultFairClaimWindow }
 
 // lineKeys are the keys of the RW scripts that serve the line, with the
 // record of attempt id.

@@ -218,6 +218,7 @@ func (a semAttempt) member(t try) string { return t.id }
 
 func (s *Semaphore) lineKey() string             { return s.queue }
 func (s *Semaphore) placeTimeout() time.Duration { return DefaultFairWaiterTimeout }
+func (s *Semaphore) wakeWindow() time.Duration   { return DefaultFairClaimWindow }
 
 // scriptKeys is the key table the semaphore's scripts share (lib_sem.lua):
 // holders hash and deadlines, permit count, fence, the line (queue,

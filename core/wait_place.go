@@ -66,6 +66,9 @@ type waitLine interface {
 	// leave takes the place of attempt id (member in line) out of the
 	// line, if that attempt still stands in it.
 	leave(ctx context.Context, member, id string) error
+	// wakeWindow is how long the place of a waiter woken to take its hold
+	// itself lasts at most: the claim window (wait_woken.go).
+	wakeWindow() time.Duration
 }
 
 // keptLine is one lock's line as seen by this Client: its places kept.

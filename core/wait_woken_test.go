@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core"
 )
@@ -169,6 +172,48 @@ func TestRWWokenWriterThatIsGonePassesOn(t *testing.T) {
 	l := ws[0].served(t)
 	if waited, limit := time.Since(start), core.DefaultFairClaimWindow+time.Second; waited > limit {
 		t.Fatalf("served %s after the release woke a writer that is gone, want within the claim window (%s)", waited, limit)
+	}
+	mustUnlock(t, l)
+}
+
+// A release whose reply is lost may have woken a fixed-lease waiter: the
+// releasing Client looks at the line one claim window later all the same,
+// so a woken waiter that is gone (here one whose process is gone: in line,
+// its place good for a minute, on a channel nobody listens to) holds the
+// line up for about the claim window, not until the next waiter's Client
+// renews its places (every 10s here).
+func TestFairWokenWaiterInALostReleaseReplyPassesOn(t *testing.T) {
+	srv, direct := single(t)
+	rdb, tp := tapped(t, srv)
+	const window = 300 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := context.Background()
+	held := mustLock(t, newLocks(t, rdb).FairMutex("wl", opts...), ctx)
+	base := "keylock:{wl}"
+	direct.RPush(ctx, base+":queue", "ghost")
+	direct.ZAdd(ctx, base+":timeouts", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "ghost"})
+	direct.HSet(ctx, base+":standing", "ghost", fmt.Sprintf("ghost||nobody||%d", time.Now().UnixMilli()))
+
+	obs := &waitSignal{waiting: make(chan int, 16)}
+	got := lockLater(t, newLocks(t, direct, core.WithObserver(obs)).FairMutex("wl", opts...), ctx)
+	waitInLine(t, obs)
+
+	var lost atomic.Int32
+	tp.onCommand(func(ctx context.Context, c call, send func() error) error {
+		if err := send(); err != nil || c.script != "fair_release" || lost.Add(1) > 1 {
+			return err
+		}
+		err := errors.New("read tcp: connection reset by peer")
+		c.cmd.SetErr(err)
+		return err
+	})
+	released := time.Now()
+	if err := held.Unlock(ctx); err == nil {
+		t.Fatal("Unlock succeeded: the reply was not lost")
+	}
+	l := awaitLease(t, got, 5*time.Second, "the waiter behind the ghost")
+	if took := time.Since(released); took > 4*window {
+		t.Errorf("the waiter got the lock %v after the release, want about the claim window (%v)", took, window)
 	}
 	mustUnlock(t, l)
 }
