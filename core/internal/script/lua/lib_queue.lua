@@ -300,24 +300,31 @@ local function notify_watcher(queue, deadlines, standing, ch_prefix, gtags, ms, 
   end
   local sts = redis.call('hmget', standing, unpack(members))
   local dls
+  -- cuts: the places cut, written in one ZADD once the scan ends.
+  local cuts = {}
+  local score = string.format('%d', now + ms)
   for i = 1, #members do
     local st = sts[i]
-    if not st then
-      return
+    local id, tag
+    if st then
+      local _
+      id, _, tag = standing_parse(st)
     end
-    local id, _, tag = standing_parse(st)
     if not (id and tag) then
-      return
+      break
     end
     if not gtags[tag] then
       tell_when(ch_prefix, st, id, tag, ms, now, publish)
-      return
+      break
     end
     dls = dls or redis.call('zmscore', deadlines, unpack(members))
     local dl = tonumber(dls[i])
     if dl and dl > now + ms then
-      redis.call('zadd', deadlines, string.format('%d', now + ms), members[i])
+      cuts[#cuts + 1], cuts[#cuts + 2] = score, members[i]
     end
+  end
+  if #cuts > 0 then
+    redis.call('zadd', deadlines, unpack(cuts))
   end
 end
 
