@@ -188,8 +188,10 @@ type acquireReply struct {
 	// why says why a refusal is not a holder's, when it is not (a
 	// RedLock's majority of grants by restarted nodes); "" otherwise.
 	why string
-	// nodes are a RedLock's per-node fencing tokens of the hold won.
+	// nodes are a RedLock's per-node fencing tokens of the hold won; owed
+	// its fence raises not yet delivered (redlock.go).
 	nodes []uint64
+	owed  []*owedRaise
 	// serverNow is the server's clock (ms) when a refusal was made, if the
 	// script reports it (a fair waiter's): a grant's time maps onto it.
 	serverNow int64

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -146,14 +147,44 @@ type redlockAttempt struct {
 	// hold on each node (0: the node did not grant it): renewals and
 	// releases name the hold on each node by it.
 	tokens []uint64
+	// owed are, in a lease's copy, the fence raises the acquisition could
+	// not deliver, per node (nil: none): until one lands, that node's hold
+	// is under its own token, not tokens[i].
+	owed []*owedRaise
+}
+
+// owedRaise is a fence raise of round (to token, of the hold node i gave
+// the round under own) that did not reach its node. It is sent again in
+// the background (raiseNodeAgain), and by a renewal or release of the
+// lease that finds it not landed yet (payRaise), so that they name the
+// node's hold by the token it has.
+type owedRaise struct {
+	owner, round string
+	own, token   uint64
+	landed       atomic.Bool
 }
 
 // forLease is the held lock won with rep: a copy that knows the hold's
 // token on every node.
 func (a *redlockAttempt) forLease(_ string, rep acquireReply) heldLock {
 	cp := *a
-	cp.tokens = rep.nodes
+	cp.tokens, cp.owed = rep.nodes, rep.owed
 	return &cp
+}
+
+// payRaise sends node i the fence raise the acquisition owes it, if one is
+// owed and has not landed yet, on node i's Client c: a renewal or release
+// of the hold there names it by the raised token.
+func (a *redlockAttempt) payRaise(ctx context.Context, c *Client, i int) error {
+	if i >= len(a.owed) || a.owed[i] == nil || a.owed[i].landed.Load() {
+		return nil
+	}
+	p := a.owed[i]
+	if err := a.raiseNode(ctx, c, p.owner, p.round, p.own, p.token, i); err != nil {
+		return err
+	}
+	p.landed.Store(true)
+	return nil
 }
 
 // nodeToken is the hold's token on node i (0 when unknown).
@@ -260,14 +291,14 @@ func (a *redlockAttempt) giveBackOnce(t try, round string, i int) error {
 // granted, the RedLock's win: its token fenced on the granting nodes
 // (fence), and time left on the lease after acquiring it.
 func (a *redlockAttempt) claim(ctx context.Context, t try, round string, start time.Time, replies []nodeReply, granted []int) (acquireReply, error) {
-	token, reentry, nodes, err := a.fence(ctx, t.owner, t.lease, round, replies, granted)
+	token, reentry, nodes, owed, err := a.fence(ctx, t.owner, t.lease, round, replies, granted)
 	if err != nil {
 		return acquireReply{}, err
 	}
 	if validity := t.lease - time.Since(start) - driftMargin(t.lease); validity <= 0 {
 		return acquireReply{}, fmt.Errorf("acquiring took %s, longer than the %s lease allows", time.Since(start), t.lease)
 	}
-	return acquireReply{acquired: true, reentry: reentry, token: token, left: t.lease, nodes: nodes}, nil
+	return acquireReply{acquired: true, reentry: reentry, token: token, left: t.lease, nodes: nodes, owed: owed}, nil
 }
 
 // refusal is the outcome of a round without a counted majority: an error
@@ -351,7 +382,7 @@ func unsettled(replies []nodeReply, got []bool) []int {
 // not granted; the RedLock's token where it was raised — a node whose
 // raise failed then names a hold it does not have, and counts as lost: a
 // minority).
-func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Duration, round string, replies []nodeReply, granted []int) (token uint64, reentry bool, nodes []uint64, err error) {
+func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Duration, round string, replies []nodeReply, granted []int) (token uint64, reentry bool, nodes []uint64, owed []*owedRaise, err error) {
 	nodes = make([]uint64, len(a.clients))
 	var held uint64 // the largest token of the nodes re-entered
 	reentered := 0
@@ -364,7 +395,7 @@ func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Dur
 		}
 	}
 	if reentered >= a.quorum {
-		return held, true, nodes, nil
+		return held, true, nodes, nil, nil
 	}
 	var raise []int // granting nodes whose token is lower
 	for _, i := range granted {
@@ -376,7 +407,7 @@ func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Dur
 	need := len(a.clients) - a.quorum + 1
 	have := len(granted) - len(raise)
 	if have >= need {
-		return token, false, nodes, nil
+		return token, false, nodes, nil, nil
 	}
 	old := slices.Clone(nodes) // each node's own token for the hold
 	missed := a.raiseFence(ctx, owner, lease, round, token, raise, old)
@@ -385,19 +416,23 @@ func (a *redlockAttempt) fence(ctx context.Context, owner string, lease time.Dur
 		nodes[i] = token
 	}
 	if have < need {
-		return 0, false, nil, fmt.Errorf("fencing token %d reached %d nodes, need %d", token, have, need)
+		return 0, false, nil, nil, fmt.Errorf("fencing token %d reached %d nodes, need %d", token, have, need)
 	}
 	// The lease names the hold by token on every node. A node the raise
 	// did not reach (no reply: it may or may not have run) would keep its
 	// hold under its own token, which the lease's renewals and release
 	// would not match, and stay held until its grant expires: the raise is
 	// sent there again in the background (it changes nothing where it
-	// already ran).
-	for _, i := range missed {
-		c, own := a.clients[i], old[i]
-		c.spawn(func() { a.raiseNodeAgain(owner, round, own, token, i, time.Now().Add(lease)) })
+	// already ran), and by the lease's renewals and release until it lands.
+	if len(missed) > 0 {
+		owed = make([]*owedRaise, len(a.clients))
 	}
-	return token, false, nodes, nil
+	for _, i := range missed {
+		p := &owedRaise{owner: owner, round: round, own: old[i], token: token}
+		owed[i] = p
+		a.clients[i].spawn(func() { a.raiseNodeAgain(p, i, time.Now().Add(lease)) })
+	}
+	return token, false, nodes, owed, nil
 }
 
 // raiseFence writes token to the fence counters of the nodes raise (and
@@ -423,17 +458,19 @@ func (a *redlockAttempt) raiseNode(ctx context.Context, c *Client, owner, round 
 		strconv.FormatUint(token, 10), ms(fenceTTL), strconv.FormatUint(own, 10)).Err()
 }
 
-// raiseNodeAgain sends the fence raise of round to node i with backoff
-// until it lands, until passes (the grant there has expired) or node i's
-// Client closes. Run on node i's Client.
-func (a *redlockAttempt) raiseNodeAgain(owner, round string, own, token uint64, i int, until time.Time) {
+// raiseNodeAgain sends the fence raise p to node i with backoff until it
+// lands (here, or by the lease's renewal or release: payRaise), until
+// passes (the grant there has expired) or node i's Client closes. Run on
+// node i's Client.
+func (a *redlockAttempt) raiseNodeAgain(p *owedRaise, i int, until time.Time) {
 	c := a.clients[i]
 	pause := 50 * time.Millisecond
-	for c.settlePause(&pause, until) {
+	for c.settlePause(&pause, until) && !p.landed.Load() {
 		ctx, cancel := context.WithTimeout(c.grace, c.cfg.releaseTimeout)
-		err := a.raiseNode(ctx, c, owner, round, own, token, i)
+		err := a.raiseNode(ctx, c, p.owner, p.round, p.own, p.token, i)
 		cancel()
 		if err == nil {
+			p.landed.Store(true)
 			return
 		}
 	}
@@ -518,8 +555,11 @@ func (a *redlockAttempt) renewOne(ctx context.Context, r renewal) (bool, error) 
 		return held >= a.quorum || gone > len(a.clients)-a.quorum
 	}
 	replies, got := fanoutUntil(a.clients, bound, func(i int, c *Client) nodeReply {
-		m := a.nodes[i]
-		ok, err := reply.Renew(scriptMutexRenew.Run(nodeContext(ctx, c), c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(a.nodeToken(i))))
+		m, nctx := a.nodes[i], nodeContext(ctx, c)
+		if err := a.payRaise(nctx, c, i); err != nil {
+			return nodeReply{err: err}
+		}
+		ok, err := reply.Renew(scriptMutexRenew.Run(nctx, c.rdb, []string{m.k.lock}, r.owner, ms(r.lease), tokenArg(a.nodeToken(i))))
 		if ok {
 			return nodeReply{status: 1, err: err}
 		}
@@ -553,7 +593,11 @@ func (a *redlockAttempt) release(ctx context.Context, r releaseArgs) (releaseRep
 		if nr.token == 0 {
 			return nodeReply{status: -1} // the node never granted this hold
 		}
-		rep, err := a.nodes[i].release(nodeContext(ctx, c), nr)
+		nctx := nodeContext(ctx, c)
+		if err := a.payRaise(nctx, c, i); err != nil {
+			return nodeReply{err: err}
+		}
+		rep, err := a.nodes[i].release(nctx, nr)
 		if !rep.held {
 			return nodeReply{status: -1, err: err}
 		}

@@ -78,3 +78,55 @@ func TestRedLockLateFenceRaiseLeavesALaterHold(t *testing.T) {
 		}
 	}
 }
+
+// An Unlock that comes before the background re-send of a missed fence
+// raise has landed sends that raise itself first: the node's hold, still
+// under its own token, is released with the others, not left held by
+// nobody until its lease ends.
+func TestRedLockUnlockPaysAMissedFenceRaise(t *testing.T) {
+	nodes := redlockNodes(t, 3)
+	waitAged(t, nodes...)
+	rl := core.NewRedLock(clientsOf(nodes), "fence-owed")
+	ctx := ctxTimeout(t, 30*time.Second)
+	mustUnlock(t, mustLock(t, rl, ctx)) // scripts loaded everywhere
+
+	// The fence raises to the first node one is sent to are refused until
+	// the test lets them pass: the acquisition's, and the background
+	// re-sends 50, 150, 350 and 750ms after it (the next comes 1.55s
+	// after it).
+	var refusing atomic.Bool
+	var refused atomic.Int32
+	target := atomic.Int32{}
+	target.Store(-1)
+	refusing.Store(true)
+	for i, n := range nodes {
+		n.proxy.RefuseIf(func(args []string) string {
+			if len(args) > 1 && core.ScriptNameOf(args[0], args[1]) == "redlock_fence" && refusing.Load() &&
+				(target.CompareAndSwap(-1, int32(i)) || target.Load() == int32(i)) {
+				refused.Add(1)
+				return "ERR refused by the test"
+			}
+			return ""
+		})
+	}
+	l := mustLock(t, rl, ctx, core.LeaseTime(20*time.Second)) // not renewed: a stale hold would stay
+	if refused.Load() == 0 {
+		t.Fatal("no fence raise was refused: the test did not reproduce a missed raise")
+	}
+	time.Sleep(900 * time.Millisecond)
+	refusing.Store(false)
+	want := strconv.FormatUint(l.Token(), 10)
+	stale := 0
+	for _, n := range nodes {
+		if tok, err := n.rdb.HGet(context.Background(), "keylock:{fence-owed}", ":token").Result(); err == nil && tok != want {
+			stale++
+		}
+	}
+	if stale != 1 {
+		t.Fatalf("%d nodes hold it under another token than the lease's before Unlock, want 1", stale)
+	}
+	mustUnlock(t, l)
+	if n := held(nodes, "fence-owed"); n != 0 {
+		t.Fatalf("%d nodes still held right after Unlock, want 0", n)
+	}
+}
