@@ -220,7 +220,7 @@ func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	return a.c.acquireScript(ctx, a, t, scriptFairAcquire,
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.fence, a.chPrefix, a.k.receipt(t.id), a.standing},
 		t.owner, ms(t.lease), ms(fenceTTL), ms(a.waiterTimeout), pub, join, t.recordTTL(),
-		boolArg(t.watchdog), t.replayArg(), t.id, a.c.id, a.kindArg(), t.seq)
+		boolArg(t.watchdog), t.replayArg(), t.id, a.c.id, a.kindArg(), t.seq, ms(a.claimWindow))
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy

@@ -15,8 +15,10 @@ import (
 // lease is claimed by renewing it, and a fixed lease is never renewed): it
 // wakes that waiter to take the lock with an attempt of its own. So does a
 // semaphore's or read-write lock's release for the fixed-lease waiters it
-// admits, and a keep call that finds the lock free (its holder's lease ran
-// out). The woken waiter's place then lasts one claim window at most
+// admits, a keep call that finds the lock free (its holder's lease ran
+// out), and an acquisition that finds it free with another waiter first in
+// line (which then looks again when that waiter's place ends: its reply
+// says when). The woken waiter's place then lasts one claim window at most
 // (wake_cut in lib_queue.lua): a waiter that lives takes its hold within
 // milliseconds; one that died, was stopped or cut off never does, and must
 // not hold the line up for its whole waiter timeout. The Client that woke it

@@ -217,3 +217,27 @@ func TestFairWokenWaiterInALostReleaseReplyPassesOn(t *testing.T) {
 	}
 	mustUnlock(t, l)
 }
+
+// A waiter that finds the lock free but another first in line nudges that
+// one, whose place then lasts one claim window: when it is gone (its
+// process is: in line, its place good for a minute, on a channel nobody
+// listens to), the nudging waiter looks again once the window has passed
+// and takes the lock — not when its Client next renews its places (every
+// 10s here).
+func TestFairNudgedWaiterThatIsGonePassesOn(t *testing.T) {
+	_, rdb := single(t)
+	const window = 300 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := context.Background()
+	base := "keylock:{wn}"
+	rdb.RPush(ctx, base+":queue", "ghost")
+	rdb.ZAdd(ctx, base+":timeouts", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "ghost"})
+	rdb.HSet(ctx, base+":standing", "ghost", fmt.Sprintf("ghost|30000|nobody||%d", time.Now().UnixMilli()))
+
+	start := time.Now()
+	l := awaitLease(t, lockLater(t, newLocks(t, rdb).FairMutex("wn", opts...), ctx), 5*time.Second, "the waiter behind the ghost")
+	if took := time.Since(start); took > 4*window {
+		t.Errorf("the waiter got the lock %v after it joined, want about the claim window (%v)", took, window)
+	}
+	mustUnlock(t, l)
+}

@@ -26,6 +26,9 @@
 -- ARGV[12] 'm': a Mutex's waiter; '': a FairMutex's
 -- ARGV[13] the number of this try of the attempt (1, 2, …; a copy of a try
 --          carries the same number)
+-- ARGV[14] the lock's claim window in ms: how long the first waiter, woken
+--          here to take the free lock, keeps its place (wake_cut in
+--          lib_queue.lua; absent from an older client: not cut)
 --
 -- A waiter's standing attempt is 'id|lease|tag|kind|since||due|try' (lib_queue.lua): a
 -- watchdog waiter's lease lets a release grant it the lock directly
@@ -91,8 +94,12 @@ if pttl == -2 then
     return attempt_won(KEYS[6], 1, token, ARGV[7], left)
   end
   -- Free, but another waiter is first in line: nudge it (it may have missed
-  -- the release's wake-up, or become first by an eviction just now).
+  -- the release's wake-up, or become first by an eviction just now). It
+  -- has one claim window to take the lock; this waiter looks again then.
   wake_waiter(KEYS[7], KEYS[5], head, ARGV[5])
+  if ARGV[14] then
+    head_dl = now + wake_cut(KEYS[3], head, head_dl, now, tonumber(ARGV[14]))
+  end
 else
   local v = redis.call('hmget', KEYS[1], owner, ':g')
   if v[1] then
