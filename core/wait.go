@@ -169,6 +169,7 @@ func (a *attempt) capPause(actx context.Context, d time.Duration) (time.Duration
 func (a *attempt) takeGrant(ctx context.Context, w *waitState) (l *Lease, done bool, err error) {
 	g, ok := w.granted()
 	if !ok {
+		w.keepAfterWake()
 		return nil, false, nil
 	}
 	w.woken = false

@@ -119,3 +119,21 @@ func keepReply(v any) (lost []any, woke time.Duration) {
 	}
 	return arr, -1
 }
+
+// keepAfterWake runs after a wake-up that brought no grant. A fixed-lease
+// waiter is woken to take the lock itself, and the release that woke it
+// cut the places of this Client's waiters right behind it down to the
+// claim window (wake_cut_client in lib_queue.lua): the Client renews its
+// places in that line within three quarters of the window.
+func (s *waitState) keepAfterWake() {
+	a := s.a
+	if !s.woken || a.t.watchdog {
+		return
+	}
+	lp, ok := a.p.(linedProtocol)
+	if !ok {
+		return
+	}
+	line := lp.line()
+	a.c.keepBy(line.lineKey(), s.place, time.Now().Add(line.wakeWindow()*3/4))
+}

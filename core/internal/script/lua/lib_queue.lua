@@ -362,6 +362,40 @@ local function wake_cut(deadlines, member, dl, now, ms)
   return dl - now
 end
 
+-- wake_cut_client cuts, as wake_cut does, the places of the waiters of one
+-- Client (channel tag) that stand right behind the first waiter, which a
+-- release just woke, up to the first waiter of another Client (looking at
+-- most notify_reach places on): a Client that is gone is gone with all its
+-- waiters, which would otherwise hold the line up for one claim window
+-- each in turn. A Client that lives renews its places before the window
+-- ends (it does soon after one of its waiters is woken: core/wait.go).
+local function wake_cut_client(queue, deadlines, standing, tag, now, ms)
+  local members = redis.call('lrange', queue, 1, notify_reach)
+  if #members == 0 then
+    return
+  end
+  local sts = redis.call('hmget', standing, unpack(members))
+  local dls = redis.call('zmscore', deadlines, unpack(members))
+  local cuts = {}
+  for i = 1, #members do
+    local mtag
+    if sts[i] then
+      local _
+      _, _, mtag = standing_parse(sts[i])
+    end
+    if mtag ~= tag then
+      break
+    end
+    local dl = tonumber(dls[i])
+    if dl and dl > now + ms then
+      cuts[#cuts + 1], cuts[#cuts + 2] = string.format('%d', now + ms), members[i]
+    end
+  end
+  if #cuts > 0 then
+    redis.call('zadd', deadlines, unpack(cuts))
+  end
+end
+
 -- woken cuts the place of member (deadline dl), just woken by a pass over
 -- the line st (a semaphore's or read-write lock's: st.deadlines, st.claim)
 -- to take its hold itself, down to the claim window (wake_cut), and keeps
