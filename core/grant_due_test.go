@@ -51,10 +51,10 @@ func standingDue(t *testing.T, rdb *redis.Client, name string) map[string]int64 
 // it gives up before its turn.
 // The error it ends with is sent on the channel returned (a lease, given
 // back at once, is an error).
-func lockNoLease(l core.Locker, ctx context.Context) <-chan error {
+func lockNoLease(l core.Locker, ctx context.Context, opts ...core.LockOption) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		lease, err := l.Lock(ctx)
+		lease, err := l.Lock(ctx, opts...)
 		if err == nil {
 			err = errors.New("a waiter that must not get the lock got a lease")
 			_ = lease.Unlock(context.Background())

@@ -2,9 +2,7 @@ package core_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,15 +78,7 @@ func TestFairGrantInALostReleaseReplyIsFound(t *testing.T) {
 
 	// The release runs on the server; its reply is lost (the connection
 	// broke after the command was sent).
-	var lost atomic.Int32
-	tp.onCommand(func(ctx context.Context, c call, send func() error) error {
-		if err := send(); err != nil || c.script != "fair_release" || lost.Add(1) > 1 {
-			return err
-		}
-		err := errors.New("read tcp: connection reset by peer")
-		c.cmd.SetErr(err)
-		return err
-	})
+	lost := tp.loseReplyOnce("fair_release")
 	released := time.Now()
 	if err := held.Unlock(ctx); err == nil {
 		t.Fatal("Unlock succeeded: the reply was not lost")

@@ -172,11 +172,12 @@ func TestFairGrantToAGoneClientWithManyWaitersPassesOn(t *testing.T) {
 
 // checkGoneGrantee puts waiters waiters of one Client first in line of a
 // fair lock with a 300ms claim window, cuts that Client off, releases the
-// lock (granting it to the cut-off Client's first waiter) and checks that
+// lock (granting it to the cut-off Client's first waiter; waking it, when
+// lockOpts give them a fixed LeaseTime) and checks that
 // the waiter of another Client behind them gets the lock, with a later
 // token, within maxWindows claim windows of the release, and that no
 // cut-off waiter's Lock returns a lease.
-func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, waiters int, maxWindows time.Duration) {
+func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, waiters int, maxWindows time.Duration, lockOpts ...core.LockOption) {
 	srv, rdb := single(t)
 	holder := newLocks(t, rdb)
 	const window = 300 * time.Millisecond
@@ -193,7 +194,7 @@ func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, wa
 	// reply, neither of which passes the proxy.
 	aDone := make([]<-chan error, waiters)
 	for i := range waiters {
-		aDone[i] = lockNoLease(a.FairMutex(name, opts...), aCtx)
+		aDone[i] = lockNoLease(a.FairMutex(name, opts...), aCtx, lockOpts...)
 		if i == 0 {
 			waitInLine(t, obsA) // the Client's subscription is live
 		}
@@ -215,7 +216,7 @@ func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, wa
 	mustUnlock(t, held) // grants the lock to a, who never hears of it
 	l := awaitLease(t, bGot, 5*time.Second, "the next waiter")
 	if took := time.Since(released); took < window/2 || took > maxWindows*window {
-		t.Errorf("the next waiter got the lock %v after the release, want about the claim window %v", took, window)
+		t.Errorf("the next waiter got the lock %v after the release, want within %d claim windows (%v)", took, maxWindows, window)
 	}
 	if l.Token() <= held.Token() {
 		t.Errorf("token %d, want above %d", l.Token(), held.Token())

@@ -2,10 +2,12 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +102,22 @@ func (tp *tap) onCommand(f around) {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	tp.cmd = f
+}
+
+// loseReplyOnce makes the first call of script through tp run on the
+// server and lose its reply (the connection broke after the command was
+// sent); lost counts the calls of script seen.
+func (tp *tap) loseReplyOnce(script string) (lost *atomic.Int32) {
+	lost = new(atomic.Int32)
+	tp.onCommand(func(ctx context.Context, c call, send func() error) error {
+		if err := send(); err != nil || c.script != script || lost.Add(1) > 1 {
+			return err
+		}
+		err := errors.New("read tcp: connection reset by peer")
+		c.cmd.SetErr(err)
+		return err
+	})
+	return lost
 }
 
 func (tp *tap) onPipeline(f pipeAround) {

@@ -2,11 +2,9 @@ package core_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,78 +20,14 @@ import (
 // releasing Client looks at the line again when the woken waiter's place
 // ends, evicts it and wakes the next.
 func TestFairWokenWaiterThatIsGonePassesOn(t *testing.T) {
-	checkGoneWokenWaiter(t, "wg", 1, 4)
+	checkGoneGrantee(t, "wg", 30*time.Second, 1, 4, core.LeaseTime(5*time.Second))
 }
 
 // A gone Client's fixed-lease waiters at the head of the line hold it up
 // for one claim window in all: the release that woke the first cut the
 // places of the others right behind it too.
 func TestFairWokenWaitersThatAreGonePassOn(t *testing.T) {
-	checkGoneWokenWaiter(t, "wgs", 3, 2)
-}
-
-// checkGoneWokenWaiter puts waiters fixed-lease waiters of one Client
-// first in line of a fair lock with a 300ms claim window and a 30s waiter
-// timeout, cuts that Client off, releases the lock (waking the first of
-// them, who never hears of it) and checks that the waiter of another Client
-// behind them gets the lock within maxWindows claim windows of the release,
-// and that no cut-off waiter's Lock returns a lease.
-func checkGoneWokenWaiter(t *testing.T, name string, waiters int, maxWindows time.Duration) {
-	srv, rdb := single(t)
-	holder := newLocks(t, rdb)
-	const window = 300 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
-	ctx := context.Background()
-	held := mustLock(t, holder.FairMutex(name, opts...), ctx)
-
-	p := redistestProxy(t, srv.Addr())
-	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
-	aCtx, aCancel := context.WithCancel(ctx)
-	defer aCancel()
-	aDone := make([]chan error, waiters)
-	for i := range waiters {
-		aDone[i] = make(chan error, 1)
-		go func() {
-			l, err := a.FairMutex(name, opts...).Lock(aCtx, core.LeaseTime(5*time.Second))
-			if err == nil {
-				err = errors.New("a cut-off waiter got a lease")
-				_ = l.Unlock(context.Background())
-			}
-			aDone[i] <- err
-		}()
-		if i == 0 {
-			waitInLine(t, obsA)
-		}
-	}
-	for deadline := time.Now().Add(5 * time.Second); rdb.LLen(ctx, "keylock:{"+name+"}:queue").Val() < int64(waiters); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the cut-off Client's %d waiters never all stood in line", waiters)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-
-	obsB := &waitSignal{waiting: make(chan int, 16)}
-	b := newLocks(t, rdb, core.WithObserver(obsB))
-	bGot := lockLater(t, b.FairMutex(name, opts...), ctx)
-	waitInLine(t, obsB)
-
-	p.Blackhole()
-	released := time.Now()
-	mustUnlock(t, held) // wakes a's first waiter, who never hears of it
-	l := awaitLease(t, bGot, 5*time.Second, "the next waiter")
-	if took := time.Since(released); took < window/2 || took > maxWindows*window {
-		t.Errorf("the next waiter got the lock %v after the release, want within %d claim windows (%v)", took, maxWindows, window)
-	}
-	if l.Token() <= held.Token() {
-		t.Errorf("token %d, want above %d", l.Token(), held.Token())
-	}
-	mustUnlock(t, l)
-	aCancel()
-	p.Pass()
-	for _, done := range aDone {
-		cancelledOnly(t, done)
-	}
+	checkGoneGrantee(t, "wgs", 30*time.Second, 3, 2, core.LeaseTime(5*time.Second))
 }
 
 // A holder whose fixed lease runs out releases nothing: the first keep call
@@ -201,15 +135,7 @@ func TestFairWokenWaiterInALostReleaseReplyPassesOn(t *testing.T) {
 	got := lockLater(t, newLocks(t, direct, core.WithObserver(obs)).FairMutex("wl", opts...), ctx)
 	waitInLine(t, obs)
 
-	var lost atomic.Int32
-	tp.onCommand(func(ctx context.Context, c call, send func() error) error {
-		if err := send(); err != nil || c.script != "fair_release" || lost.Add(1) > 1 {
-			return err
-		}
-		err := errors.New("read tcp: connection reset by peer")
-		c.cmd.SetErr(err)
-		return err
-	})
+	tp.loseReplyOnce("fair_release")
 	released := time.Now()
 	if err := held.Unlock(ctx); err == nil {
 		t.Fatal("Unlock succeeded: the reply was not lost")
