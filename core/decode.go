@@ -1,8 +1,6 @@
 package core
 
 import (
-	"time"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keylock/keylock/core/internal/reply"
@@ -34,11 +32,7 @@ func decodeRelease(cmd *redis.Cmd) (releaseReply, error) {
 	if err != nil {
 		return releaseReply{}, err
 	}
-	woke := rep.Woke // releaseReply.woke: 0 is none
-	if woke == 0 {
-		woke = time.Millisecond
-	}
-	return releaseReply{held: rep.Held, remaining: rep.Remaining, handed: rep.Handed, woke: max(woke, 0)}, nil
+	return releaseReply{held: rep.Held, remaining: rep.Remaining, handed: rep.Handed, woke: rep.Woke}, nil
 }
 
 // handOver gives the grants a release made to waiters of this Client

@@ -325,7 +325,7 @@ func (c *Client) sendKeep(call keepCall) error {
 		return err
 	}
 	lost, woke := keepReply(v)
-	if woke >= 0 {
+	if woke > 0 {
 		c.lookAgain(call.line.wl, woke)
 	}
 	k := &c.places

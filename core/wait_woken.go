@@ -97,27 +97,25 @@ func (c *Client) lookAtLine(wl waitLine) {
 	if err != nil {
 		return
 	}
-	if _, woke := keepReply(v); woke >= 0 {
+	if _, woke := keepReply(v); woke > 0 {
 		c.lookAgain(wl, woke)
 	}
 }
 
 // keepReply reads a keep call's reply, {lost, woke}: the places not found
 // (1-based numbers of the call's places), and, when the call woke a waiter
-// to take its hold itself, how long its place lasts (-1: none). A reply of
-// the places alone is read as such.
+// to take its hold itself, how long its place lasts (0: none; the scripts
+// send -1).
 func keepReply(v any) (lost []any, woke time.Duration) {
 	arr, _ := v.([]any)
-	if len(arr) == 2 {
-		if l, ok := arr[0].([]any); ok {
-			n, err := reply.Int(arr[1])
-			if err != nil || n < 0 {
-				return l, -1
-			}
-			return l, time.Duration(n) * time.Millisecond
-		}
+	if len(arr) != 2 {
+		return nil, 0
 	}
-	return arr, -1
+	lost, _ = arr[0].([]any)
+	if n, err := reply.Int(arr[1]); err == nil && n > 0 {
+		woke = time.Duration(n) * time.Millisecond
+	}
+	return lost, woke
 }
 
 // keepAfterWake runs after a wake-up that brought no grant. A fixed-lease

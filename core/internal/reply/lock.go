@@ -89,7 +89,8 @@ type Released struct {
 	// to waiters of the releasing Client, returned instead of published.
 	Handed []string
 	// Woke is, when the release woke a fixed-LeaseTime waiter to take the
-	// lock itself, how long that waiter's place lasts ('c <ms>'); -1: none.
+	// lock itself, how long that waiter's place lasts ('c <ms>', at least
+	// 1ms); 0: none.
 	Woke time.Duration
 }
 
@@ -102,7 +103,7 @@ func Release(cmd *redis.Cmd) (Released, error) {
 	if err != nil {
 		return Released{}, err
 	}
-	rep := Released{Woke: -1}
+	var rep Released
 	if arr, ok := v.([]any); ok {
 		if len(arr) < 2 {
 			return Released{}, fmt.Errorf("unexpected release reply of %d elements", len(arr))
@@ -112,12 +113,12 @@ func Release(cmd *redis.Cmd) (Released, error) {
 			switch {
 			case strings.HasPrefix(p, "g "):
 				rep.Handed = append(rep.Handed, p)
-			case strings.HasPrefix(p, "c ") && rep.Woke < 0:
+			case strings.HasPrefix(p, "c ") && rep.Woke == 0:
 				n, err := strconv.ParseInt(p[2:], 10, 64)
 				if err != nil || n < 0 {
 					return Released{}, fmt.Errorf("unexpected woken place %q", p)
 				}
-				rep.Woke = ms(n)
+				rep.Woke = ms(max(n, 1))
 			default:
 				return Released{}, fmt.Errorf("unexpected release reply item %v", item)
 			}

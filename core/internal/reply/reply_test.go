@@ -51,13 +51,13 @@ func TestRelease(t *testing.T) {
 		handed []string
 		woke   time.Duration
 	}{
-		{int64(0), 0, true, nil, -1},
-		{int64(2), 2, true, nil, -1},
-		{int64(-1), -1, false, nil, -1},
-		{[]any{int64(0), "g a:1 7 100 2000"}, 0, true, []string{"g a:1 7 100 2000"}, -1},
-		{[]any{int64(0), "g a:1 7 100 2000", "g b:1 8 100 2000"}, 0, true, []string{"g a:1 7 100 2000", "g b:1 8 100 2000"}, -1},
+		{int64(0), 0, true, nil, 0},
+		{int64(2), 2, true, nil, 0},
+		{int64(-1), -1, false, nil, 0},
+		{[]any{int64(0), "g a:1 7 100 2000"}, 0, true, []string{"g a:1 7 100 2000"}, 0},
+		{[]any{int64(0), "g a:1 7 100 2000", "g b:1 8 100 2000"}, 0, true, []string{"g a:1 7 100 2000", "g b:1 8 100 2000"}, 0},
 		{[]any{int64(0), "c 2000"}, 0, true, nil, 2 * time.Second},
-		{[]any{int64(0), "c 0"}, 0, true, nil, 0},
+		{[]any{int64(0), "c 0"}, 0, true, nil, time.Millisecond},
 	} {
 		rep, err := Release(cmdOf(c.reply))
 		if err != nil || rep.Remaining != c.n || rep.Held != c.held || !slices.Equal(rep.Handed, c.handed) || rep.Woke != c.woke {
