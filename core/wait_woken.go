@@ -26,9 +26,11 @@ import (
 // call with no places of its own evicts the waiter if it is still in line,
 // and serves the line again (the next fixed-lease waiter woken has one claim
 // window in turn). So a woken waiter that is gone holds the line up for
-// about one claim window, as a grantee that is gone does. Should the waking
-// Client be gone too, the other Clients' keep calls (every third of their
-// waiters' timeout) do the same.
+// about one claim window, as a grantee that is gone does; the places of its
+// Client's other waiters near the head are cut to the same window
+// (wake_cut_client), so a gone Client's waiters cost one window in all.
+// Should the waking Client be gone too, the other Clients' keep calls
+// (every third of their waiters' timeout) do the same.
 
 // lookMargin is how long after a woken waiter's place ends the Client
 // looks at the line: the server evicts a place once its deadline has
@@ -119,10 +121,10 @@ func keepReply(v any) (lost []any, woke time.Duration) {
 }
 
 // keepAfterWake runs after a wake-up that brought no grant. A fixed-lease
-// waiter is woken to take the lock itself, and the release that woke it
-// cut the places of this Client's waiters right behind it down to the
-// claim window (wake_cut_client in lib_queue.lua): the Client renews its
-// places in that line within three quarters of the window.
+// waiter is woken to take the lock itself, and the script that woke it cut
+// the places of this Client's other waiters near the head of the line down
+// to the claim window (wake_cut_client in lib_queue.lua): the Client renews
+// its places in that line within three quarters of the window.
 func (s *waitState) keepAfterWake() {
 	a := s.a
 	if !s.woken || a.t.watchdog {

@@ -30,6 +30,62 @@ func TestFairWokenWaitersThatAreGonePassOn(t *testing.T) {
 	checkGoneGrantee(t, "wgs", 30*time.Second, 3, 2, core.LeaseTime(5*time.Second))
 }
 
+// A gone Client's fixed-lease waiters hold the line up for one claim window
+// in all even when another Client's waiter stands between them: the release
+// that wakes the first cuts the places of all that Client's waiters near
+// the head, not only of those right behind it. Line: a1 (gone), c (alive),
+// a2 (gone), b. Without the cut, a2 came to the head once c had been served
+// and was woken in turn: b waited two claim windows.
+func TestFairWokenWaitersOfAGoneClientAcrossTheLinePassOn(t *testing.T) {
+	srv, rdb := single(t)
+	const window = 300 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := context.Background()
+	const name = "wga"
+	held := mustLock(t, newLocks(t, rdb).FairMutex(name, opts...), ctx)
+	inLine := func(n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); rdb.LLen(ctx, "keylock:{"+name+"}:queue").Val() < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("fewer than %d waiters in line after 5s", n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	p := redistestProxy(t, srv.Addr())
+	obsA := &waitSignal{waiting: make(chan int, 16)}
+	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
+	aCtx, aCancel := context.WithCancel(ctx)
+	defer aCancel()
+	fixed := core.LeaseTime(5 * time.Second)
+	a1 := lockNoLease(a.FairMutex(name, opts...), aCtx, fixed)
+	waitInLine(t, obsA)
+	inLine(1)
+	c := newLocks(t, rdb)
+	cGot := lockLater(t, c.FairMutex(name, opts...), ctx)
+	inLine(2)
+	a2 := lockNoLease(a.FairMutex(name, opts...), aCtx, fixed)
+	inLine(3)
+	b := newLocks(t, rdb)
+	bGot := lockLater(t, b.FairMutex(name, opts...), ctx)
+	inLine(4)
+
+	p.Blackhole()
+	released := time.Now()
+	mustUnlock(t, held) // wakes a1, who never hears of it
+	mustUnlock(t, awaitLease(t, cGot, 5*time.Second, "the live waiter between a's"))
+	l := awaitLease(t, bGot, 5*time.Second, "the last waiter")
+	if took := time.Since(released); took > 3*window/2 {
+		t.Errorf("the last waiter got the lock %v after the release, want within one claim window (%v) and a little", took, window)
+	}
+	mustUnlock(t, l)
+	aCancel()
+	p.Pass()
+	cancelledOnly(t, a1)
+	cancelledOnly(t, a2)
+}
+
 // A holder whose fixed lease runs out releases nothing: the first keep call
 // of a waiter's Client that finds the lock free wakes the first waiter.
 // When that one is gone, the Client that woke it looks at the line again
@@ -90,6 +146,38 @@ func TestSemaphoreWokenWaiterThatIsGonePassesOn(t *testing.T) {
 	l := ws[0].served(t)
 	if waited, limit := time.Since(start), core.DefaultFairClaimWindow+time.Second; waited > limit {
 		t.Fatalf("served %s after the release woke a waiter that is gone, want within the claim window (%s)", waited, limit)
+	}
+	mustUnlock(t, l)
+}
+
+// A semaphore's pass that wakes a fixed-lease waiter of a Client that is gone
+// cuts the places of that Client's other waiters too: here two ghosts on
+// one channel nobody listens to, a live waiter between them. Without the
+// cut, the second ghost was woken in turn once the live waiter was served,
+// and the last waiter waited two claim windows.
+func TestSemaphoreWokenWaitersOfAGoneClientPassOn(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	const name = "wgc"
+	s := newLocks(t, srv.NewClient(t)).Semaphore(name, 1)
+	a := mustLock(t, s, ctx)
+	ghost := func(member string) {
+		bg, now := context.Background(), time.Now()
+		base := "keylock:{" + name + "}"
+		rdb.RPush(bg, base+":queue", member)
+		rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: member})
+		rdb.HSet(bg, base+":standing", member, fmt.Sprintf("%s||nobody|s1|%d|%s-owner", member, now.UnixMilli(), member))
+	}
+	ghost("ghost1")
+	between := semLine(t, srv, rdb, name, 1, []int{1})
+	ghost("ghost2")
+	last := semLine(t, srv, rdb, name, 1, []int{1})
+	mustUnlock(t, a) // wakes ghost1
+	start := time.Now()
+	mustUnlock(t, between[0].served(t))
+	l := last[0].served(t)
+	if waited, limit := time.Since(start), core.DefaultFairClaimWindow+time.Second; waited > limit {
+		t.Fatalf("the last waiter served %s after the release woke a waiter that is gone, want within the claim window (%s)", waited, limit)
 	}
 	mustUnlock(t, l)
 }

@@ -96,9 +96,12 @@ if pttl == -2 then
   -- Free, but another waiter is first in line: nudge it (it may have missed
   -- the release's wake-up, or become first by an eviction just now). It
   -- has one claim window to take the lock; this waiter looks again then.
-  wake_waiter(KEYS[7], KEYS[5], head, ARGV[5])
+  local tag = wake_waiter(KEYS[7], KEYS[5], head, ARGV[5])
   if ARGV[14] then
     head_dl = now + wake_cut(KEYS[3], head, head_dl, now, tonumber(ARGV[14]))
+    if tag then
+      wake_cut_client(KEYS[2], KEYS[3], KEYS[7], {[tag] = true}, now, tonumber(ARGV[14]))
+    end
   end
 else
   local v = redis.call('hmget', KEYS[1], owner, ':g')

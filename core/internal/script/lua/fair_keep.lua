@@ -34,7 +34,11 @@ local now = now_ms()
 local lost = renew_places(KEYS[2], KEYS[3], KEYS[4], ARGV[2], 4, now)
 local head, dl = evict_dead(KEYS[2], KEYS[3], KEYS[4], now)
 if head and redis.call('exists', KEYS[1]) == 0 then
-  wake_waiter(KEYS[4], KEYS[5], head, ARGV[1])
-  return {lost, wake_cut(KEYS[3], head, dl, now, tonumber(ARGV[3]))}
+  local tag = wake_waiter(KEYS[4], KEYS[5], head, ARGV[1])
+  local left = wake_cut(KEYS[3], head, dl, now, tonumber(ARGV[3]))
+  if tag then
+    wake_cut_client(KEYS[2], KEYS[3], KEYS[4], {[tag] = true}, now, tonumber(ARGV[3]))
+  end
+  return {lost, left}
 end
 return {lost, -1}

@@ -107,14 +107,8 @@ local function grant_next(head, after)
         redis.call('del', KEYS[1])
         wake_waiter(KEYS[7], KEYS[5], head, ARGV[3])
         line.woke = wake_cut(KEYS[3], head, tonumber(dl), now, tonumber(ARGV[9]))
-        local atag
-        if ast then
-          local _
-          _, _, atag = standing_parse(ast)
-        end
-        if tag and atag == tag then
-          -- The next waiter is on the woken one's Client too.
-          wake_cut_client(KEYS[2], KEYS[3], KEYS[7], tag, now, tonumber(ARGV[9]))
+        if tag then
+          wake_cut_client(KEYS[2], KEYS[3], KEYS[7], {[tag] = true}, now, tonumber(ARGV[9]))
         end
         return
       end

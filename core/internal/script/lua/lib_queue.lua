@@ -330,7 +330,8 @@ end
 
 -- wake_waiter(standing, ch_prefix, owner, publish) wakes owner's waiter to
 -- try for the lock itself: 'w <attempt id>' on its Client's channel, or
--- '1' on its own.
+-- '1' on its own. It returns the tag of that channel (nil for the waiter
+-- of an older client, which has none).
 local function wake_waiter(standing, ch_prefix, owner, publish)
   local st = redis.call('hget', standing, owner)
   local id, tag
@@ -340,9 +341,9 @@ local function wake_waiter(standing, ch_prefix, owner, publish)
   end
   if tag and id then
     redis.call(publish, ch_prefix .. tag, 'w ' .. id)
-  else
-    redis.call(publish, ch_prefix .. owner, '1')
+    return tag
   end
+  redis.call(publish, ch_prefix .. owner, '1')
 end
 
 -- wake_cut ends the place of member, woken to take the free lock itself
@@ -362,33 +363,40 @@ local function wake_cut(deadlines, member, dl, now, ms)
   return dl - now
 end
 
--- wake_cut_client cuts, as wake_cut does, the places of the waiters of one
--- Client (channel tag) that stand right behind the first waiter, which a
--- release just woke, up to the first waiter of another Client (looking at
--- most notify_reach places on): a Client that is gone is gone with all its
--- waiters, which would otherwise hold the line up for one claim window
--- each in turn. A Client that lives renews its places before the window
--- ends (it does soon after one of its waiters is woken: core/wait.go).
-local function wake_cut_client(queue, deadlines, standing, tag, now, ms)
-  local members = redis.call('lrange', queue, 1, notify_reach)
-  if #members == 0 then
+-- wake_cut_client cuts, as wake_cut does, the places of the waiters of the
+-- Clients (a set of channel tags) one of whose waiters was just woken to
+-- take the free lock itself, among the first notify_reach + 1 in line: a
+-- Client that is gone is gone with all its waiters, which would otherwise
+-- hold the line up for one claim window each as they come to the head —
+-- also those that stood behind another Client's waiter, which was served
+-- or left meanwhile. A Client that lives renews its places before the
+-- window ends (it does soon after one of its waiters is woken:
+-- core/wait_woken.go).
+local function wake_cut_client(queue, deadlines, standing, tags, now, ms)
+  local members = redis.call('lrange', queue, 0, notify_reach)
+  if #members < 2 then
     return
   end
   local sts = redis.call('hmget', standing, unpack(members))
-  local dls = redis.call('zmscore', deadlines, unpack(members))
-  local cuts = {}
+  local theirs = {}
   for i = 1, #members do
-    local mtag
     if sts[i] then
-      local _
-      _, _, mtag = standing_parse(sts[i])
+      local _, _, mtag = standing_parse(sts[i])
+      if mtag and tags[mtag] then
+        theirs[#theirs + 1] = members[i]
+      end
     end
-    if mtag ~= tag then
-      break
-    end
+  end
+  if #theirs == 0 then
+    return
+  end
+  local dls = redis.call('zmscore', deadlines, unpack(theirs))
+  local cuts = {}
+  local score = string.format('%d', now + ms)
+  for i = 1, #theirs do
     local dl = tonumber(dls[i])
     if dl and dl > now + ms then
-      cuts[#cuts + 1], cuts[#cuts + 2] = string.format('%d', now + ms), members[i]
+      cuts[#cuts + 1], cuts[#cuts + 2] = score, theirs[i]
     end
   end
   if #cuts > 0 then
@@ -396,16 +404,30 @@ local function wake_cut_client(queue, deadlines, standing, tag, now, ms)
   end
 end
 
--- woken cuts the place of member (deadline dl), just woken by a pass over
--- the line st (a semaphore's or read-write lock's: st.deadlines, st.claim)
--- to take its hold itself, down to the claim window (wake_cut), and keeps
--- in st.woke the soonest end of such a place: the reply tells the Client
--- that ran the pass to look at the line again then (release_reply, and the
--- keep scripts' replies).
-local function woken(st, member, dl, now)
+-- woken cuts the place of member (deadline dl, on the Client's channel
+-- tag), just woken by a pass over the line st (a semaphore's or read-write
+-- lock's: st.deadlines, st.claim) to take its hold itself, down to the
+-- claim window (wake_cut), and keeps in st.woke the soonest end of such a
+-- place: the reply tells the Client that ran the pass to look at the line
+-- again then (release_reply, and the keep scripts' replies). The places of
+-- the other waiters of its Client are cut once the pass ends (cut_woken).
+local function woken(st, member, dl, now, tag)
   local left = wake_cut(st.deadlines, member, tonumber(dl), now, st.claim)
   if not st.woke or left < st.woke then
     st.woke = left
+  end
+  if tag then
+    st.woke_tags = st.woke_tags or {}
+    st.woke_tags[tag] = true
+  end
+end
+
+-- cut_woken ends a pass over the line st that woke waiters (woken): the
+-- places of their Clients' other waiters near the head are cut to the
+-- claim window too (wake_cut_client).
+local function cut_woken(st, now)
+  if st.woke_tags then
+    wake_cut_client(st.queue, st.deadlines, st.standing, st.woke_tags, now, st.claim)
   end
 end
 

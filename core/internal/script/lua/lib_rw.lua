@@ -140,6 +140,7 @@ local function rw_admit(r, now, self)
   local took = false
   local granted = {tags = {}, claim = 0}
   local function done(v)
+    cut_woken(r, now)
     if granted.claim > 0 then
       notify_head(r.queue, r.deadlines, r.standing, r.ch, granted.tags, granted.claim, now, r.publish)
     end
@@ -170,7 +171,7 @@ local function rw_admit(r, now, self)
       end
       if not wl then
         waiter_push(r.ch, m, tag, 'w ' .. id, r.publish)
-        woken(r, m, dl, now)
+        woken(r, m, dl, now, tag)
         return done(false)
       end
       if rw_grant(r, m, id, wl, tag, function(lease)
@@ -198,7 +199,7 @@ local function rw_admit(r, now, self)
         end
       else
         waiter_push(r.ch, m, tag, 'w ' .. id, r.publish)
-        woken(r, m, dl, now)
+        woken(r, m, dl, now, tag)
         readers = readers + 1
       end
     end

@@ -168,11 +168,12 @@ local function sem_admit(s, now, self)
         end
       else
         waiter_push(s.ch, m, tag, 'w ' .. id, s.publish)
-        woken(s, m, dl, now)
+        woken(s, m, dl, now, tag)
         free = free - n
       end
     end
   end
+  cut_woken(s, now)
   if claim > 0 then
     notify_head(s.queue, s.deadlines, s.standing, s.ch, granted, claim, now, s.publish)
   end
