@@ -325,7 +325,7 @@ func (d *driver) fault(ctx context.Context, name string, f *event.Record) string
 		if d.rng.IntN(2) == 0 {
 			// With a grant in flight: a release has just handed a lock
 			// to a waiter, which has not claimed it yet.
-			if _, ok := d.awaitGrant(ctx, d.proxies, grantWait, nil); ok {
+			if _, ok := d.awaitGrant(ctx, d.proxies, "", grantWait, nil); ok {
 				pending = " (a grant in flight)"
 			} else {
 				pending = " (no grant seen)"

@@ -38,11 +38,31 @@ const replayWithin = 5 * time.Millisecond
 // isGrant reports whether a pub/sub payload is a grant.
 func isGrant(payload string) bool { return strings.HasPrefix(payload, "g ") }
 
+// isWake reports whether a pub/sub payload wakes a waiter with a fixed
+// LeaseTime to take the lock itself ("w <attempt id>"): it is not granted
+// the lock (a fixed lease cannot be claimed), but its place lasts one
+// claim window, as an unclaimed grant does.
+func isWake(payload string) bool { return strings.HasPrefix(payload, "w ") }
+
+// strikeTargets are the locks a grantee fault waits for a grant (or, for
+// the fixed-lease mutex, a wake-up) of, one picked at random per fault: the
+// busiest lock would otherwise take nearly every strike.
+var strikeTargets = []string{"mutex", "fair", "semaphore", "rw", "mutex-lease"}
+
 // grantSeen is a grant on its way to a worker: its lock, and when it
 // passed the worker's proxy.
 type grantSeen struct {
 	lock string
 	at   int64 // event.Now()
+	wake bool  // a wake-up of a fixed-lease waiter, not a grant
+}
+
+// what says what g was, for the fault's line in the log.
+func (g grantSeen) what() string {
+	if g.wake {
+		return "a wake-up on " + g.lock
+	}
+	return "a grant of " + g.lock
 }
 
 // lockOfChannel is the lock name of a Client's channel of a lock,
@@ -57,18 +77,25 @@ func lockOfChannel(channel string) string {
 }
 
 // awaitGrant waits until a grant passes one of proxies, or for timeout (or
-// until ctx ends); it returns that grant and whether one came. act, if
-// set, is called with the proxy's index on the proxy's goroutine before
-// the grant is forwarded (a Blackhole it switches on swallows the grant).
-func (d *driver) awaitGrant(ctx context.Context, proxies []*redistest.Proxy, timeout time.Duration, act func(i int)) (grantSeen, bool) {
+// until ctx ends); it returns that grant and whether one came. With lock
+// set, only a grant of that lock counts, or a wake-up of one of its
+// fixed-lease waiters (isWake). act, if set, is called with the proxy's
+// index on the proxy's goroutine before the grant is forwarded (a
+// Blackhole it switches on swallows the grant).
+func (d *driver) awaitGrant(ctx context.Context, proxies []*redistest.Proxy, lock string, timeout time.Duration, act func(i int)) (grantSeen, bool) {
 	got := make(chan grantSeen, 1)
 	var once atomic.Bool
 	for i, p := range proxies {
 		p.OnMessage(func(channel, payload string) {
-			if !isGrant(payload) || !once.CompareAndSwap(false, true) {
+			switch {
+			case lock == "" && !isGrant(payload):
+				return
+			case lock != "" && (lockOfChannel(channel) != lock || !(isGrant(payload) || isWake(payload))):
+				return
+			case !once.CompareAndSwap(false, true):
 				return
 			}
-			g := grantSeen{lock: lockOfChannel(channel), at: event.Now()}
+			g := grantSeen{lock: lockOfChannel(channel), at: event.Now(), wake: isWake(payload)}
 			if act != nil {
 				act(i)
 			}
@@ -105,11 +132,13 @@ const (
 	strikes
 )
 
-// strikeGrantee waits for a grant to worker slot and strikes its process
-// or link at once, before the grantee can claim the grant; it notes the
+// strikeGrantee waits for a grant of one of strikeTargets (or a wake-up of
+// a fixed-lease waiter of it) to worker slot and strikes its process or
+// link at once, before the grantee can claim the grant; it notes the
 // grant's lock and time in f, for the checker's bound on how long the
 // grant holds the lock up (check.GrantBound).
 func (d *driver) strikeGrantee(ctx context.Context, slot int, f *event.Record) string {
+	target := strikeTargets[d.rng.IntN(len(strikeTargets))]
 	how := d.rng.IntN(strikes)
 	cut := d.between(500, 6000)
 	stopFor := d.between(500, 5000)
@@ -118,9 +147,9 @@ func (d *driver) strikeGrantee(ctx context.Context, slot int, f *event.Record) s
 	if how == strikeCutBefore {
 		act = func(int) { p.Blackhole() }
 	}
-	g, ok := d.awaitGrant(ctx, d.proxies[slot:slot+1], grantWait, act)
+	g, ok := d.awaitGrant(ctx, d.proxies[slot:slot+1], target, grantWait, act)
 	if !ok {
-		return fmt.Sprintf("no grant to worker %d within %v", slot, grantWait)
+		return fmt.Sprintf("no grant of %s to worker %d within %v", target, slot, grantWait)
 	}
 	f.Lock, f.Grant = g.lock, g.at
 	// The fault lasts until the grant's bound has passed, so that the next
@@ -132,9 +161,9 @@ func (d *driver) strikeGrantee(ctx context.Context, slot int, f *event.Record) s
 	case strikeKill:
 		what := d.kill(slot)
 		time.Sleep(d.between(200, 1000))
-		return fmt.Sprintf("granted %s, then %s", g.lock, what)
+		return fmt.Sprintf("%s, then %s", g.what(), what)
 	case strikeStop:
-		return fmt.Sprintf("granted %s, then %s", g.lock, d.stop(ctx, slot, stopFor))
+		return fmt.Sprintf("%s, then %s", g.what(), d.stop(ctx, slot, stopFor))
 	case strikeCutAfter:
 		p.Blackhole()
 	}
@@ -144,7 +173,7 @@ func (d *driver) strikeGrantee(ctx context.Context, slot int, f *event.Record) s
 	if how == strikeCutBefore {
 		when = "before"
 	}
-	return fmt.Sprintf("worker %d cut off for %v just %s a grant of %s reached it", slot, cut, when, g.lock)
+	return fmt.Sprintf("worker %d cut off for %v just %s %s reached it", slot, cut, when, g.what())
 }
 
 // replayGrants sends again, for dur, the script calls around every grant

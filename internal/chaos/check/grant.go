@@ -1,6 +1,8 @@
 package check
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/keylock/keylock/internal/chaos/event"
@@ -85,4 +87,23 @@ func (r *Report) slowGrants() (n int, worst GrantPass) {
 		}
 	}
 	return n, worst
+}
+
+// grantPassesByLock lists, per lock, the longest of the grant passes that
+// count against GrantBound and how many there were ("mutex 2.004s (3),
+// semaphore 1.2s (1)").
+func (r *Report) grantPassesByLock() string {
+	worst := map[string]time.Duration{}
+	count := map[string]int{}
+	for _, g := range r.GrantPasses {
+		if g.Held() {
+			worst[g.Lock] = max(worst[g.Lock], g.Took)
+			count[g.Lock]++
+		}
+	}
+	out := make([]string, 0, len(worst))
+	for _, l := range sortedKeys(count) {
+		out = append(out, fmt.Sprintf("%s %v (%d)", l, worst[l].Round(time.Millisecond), count[l]))
+	}
+	return strings.Join(out, ", ")
 }

@@ -460,6 +460,7 @@ func (r *Report) Write(w io.Writer) {
 		if held > 0 {
 			p("struck grants: %d, %d with another worker's waiter and no other fault around; their lock entered again within %v at worst (%s), %d later than %v",
 				len(r.GrantPasses), held, worst.Took.Round(time.Millisecond), worst.Lock, slow, GrantBound)
+			p("  by lock (worst, of how many): %s", r.grantPassesByLock())
 		} else {
 			p("struck grants: %d, none with another worker's waiter and no other fault around", len(r.GrantPasses))
 		}
