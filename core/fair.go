@@ -243,7 +243,8 @@ func (f *FairMutex) leave(ctx context.Context, member, id string) error {
 	if err != nil {
 		return err
 	}
-	return scriptFairLeave.Run(ctx, f.c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.chPrefix, f.standing}, member, pub, id).Err()
+	return f.c.leftLine(f, scriptFairLeave.Run(ctx, f.c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.chPrefix, f.standing},
+		member, pub, id, ms(f.claimWindow)))
 }
 
 func (a fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd {

@@ -292,6 +292,6 @@ func (rw *RWMutex) leave(ctx context.Context, member, id string) error {
 	if err != nil {
 		return err
 	}
-	return scriptRWLeave.Run(ctx, rw.c.rdb, rw.lineKeys(id), member, pub, id,
-		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)).Err()
+	return rw.c.leftLine(rw, scriptRWLeave.Run(ctx, rw.c.rdb, rw.lineKeys(id), member, pub, id,
+		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
 }

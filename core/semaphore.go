@@ -277,7 +277,7 @@ func (s *Semaphore) leave(ctx context.Context, member, id string) error {
 	if err != nil {
 		return err
 	}
-	return scriptSemLeave.Run(ctx, s.c.rdb, s.scriptKeys(), s.scriptArgs(pub, s.permits, member, id)...).Err()
+	return s.c.leftLine(s, scriptSemLeave.Run(ctx, s.c.rdb, s.scriptKeys(), s.scriptArgs(pub, s.permits, member, id)...))
 }
 
 // A semaphore's holder id is unique to one acquisition: it names the hold,

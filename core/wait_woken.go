@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/keylock/keylock/core/internal/reply"
 )
 
@@ -102,6 +104,23 @@ func (c *Client) lookAtLine(wl waitLine) {
 	if _, woke := keepReply(v); woke > 0 {
 		c.lookAgain(wl, woke)
 	}
+}
+
+// leftLine reads the reply of a leave from wl's line: 1 or 0, or {1, ms}
+// when taking the waiter out woke another, a fixed-lease one, to take its
+// hold itself, whose place ends in ms: the Client looks at the line again
+// then, as after a release that woke one.
+func (c *Client) leftLine(wl waitLine, cmd *redis.Cmd) error {
+	v, err := cmd.Result()
+	if err != nil {
+		return err
+	}
+	if arr, ok := v.([]any); ok && len(arr) == 2 {
+		if n, err := reply.Int(arr[1]); err == nil && n > 0 {
+			c.lookAgain(wl, time.Duration(n)*time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // keepReply reads a keep call's reply, {lost, woke}: the places not found

@@ -86,6 +86,58 @@ func TestFairWokenWaitersOfAGoneClientAcrossTheLinePassOn(t *testing.T) {
 	cancelledOnly(t, a2)
 }
 
+// A waiter that gives up after a release woke it, its lock free, wakes the
+// waiter behind it as it leaves: the place of that one lasts one claim
+// window too, and the leaving Client looks at the line again then, as the
+// releasing one would. Here the releasing Client closed at once (its look
+// never comes) and the next waiter is gone; the one behind it, whose Client
+// keeps its place only every 10s, is served within a second or so, not at
+// that Client's next keep call.
+func TestFairWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
+	srv, rdb := single(t)
+	const window = 300 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := context.Background()
+	const name = "wleave"
+	r := newLocks(t, rdb)
+	held := mustLock(t, r.FairMutex(name, opts...), ctx)
+
+	p := redistestProxy(t, srv.Addr())
+	obsA := &waitSignal{waiting: make(chan int, 16)}
+	a := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second), core.WithObserver(obsA))
+	aCtx, aCancel := context.WithCancel(ctx)
+	defer aCancel()
+	aDone := lockNoLease(a.FairMutex(name, opts...), aCtx, core.LeaseTime(5*time.Second))
+	waitInLine(t, obsA)
+	bg, now := context.Background(), time.Now()
+	base := "keylock:{" + name + "}"
+	rdb.RPush(bg, base+":queue", "ghost")
+	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "ghost"})
+	rdb.HSet(bg, base+":standing", "ghost", fmt.Sprintf("ghost||nobody||%d", now.UnixMilli()))
+	obsB := &waitSignal{waiting: make(chan int, 16)}
+	b := newLocks(t, rdb, core.WithObserver(obsB))
+	bGot := lockLater(t, b.FairMutex(name, opts...), ctx)
+	waitInLine(t, obsB)
+	if n := rdb.LLen(ctx, base+":queue").Val(); n != 3 {
+		t.Fatalf("%d in line, want a, the ghost and b", n)
+	}
+
+	p.Delay(200 * time.Millisecond) // the wake-up reaches a after it gave up
+	released := time.Now()
+	mustUnlock(t, held) // wakes a
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	aCancel() // a leaves; its leave wakes the ghost
+	cancelledOnly(t, aDone)
+	l := awaitLease(t, bGot, 8*time.Second, "the waiter behind the ghost")
+	if took := time.Since(released); took > 3*time.Second {
+		t.Errorf("the waiter behind the ghost got the lock %v after the release, want within a few claim windows and proxy delays", took)
+	}
+	mustUnlock(t, l)
+	p.Pass()
+}
+
 // A holder whose fixed lease runs out releases nothing: the first keep call
 // of a waiter's Client that finds the lock free wakes the first waiter.
 // When that one is gone, the Client that woke it looks at the line again

@@ -11,6 +11,9 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  publish command: 'publish' or 'spublish'
 -- ARGV[3]  the id of the attempt that gives up
+-- ARGV[4]  the lock's claim window in ms: how long the waiter woken here to
+--          take the free lock keeps its place (wake_cut in lib_queue.lua;
+--          absent from an older client: not cut)
 --
 -- The owner's place is given up only when this attempt is the one that
 -- last stood in it: another attempt of the same owner that joined or
@@ -21,7 +24,9 @@
 -- (fair_release.lua): the first waiter in line on another Client than the
 -- grantee's is told to instead (notify_watcher in lib_queue.lua).
 --
--- Returns 1 when the owner was in line and left it, 0 otherwise.
+-- Returns 1 when the owner was in line and left it, 0 otherwise; {1, ms}
+-- when it woke the waiter behind it, whose place then ends in ms: the
+-- leaving Client looks at the line again then (core/wait_woken.go).
 local standing = redis.call('hget', KEYS[5], ARGV[1])
 if standing and standing_parse(standing) ~= ARGV[3] then
   return 0
@@ -41,6 +46,18 @@ if g then
     notify_watcher(KEYS[2], KEYS[3], KEYS[5], KEYS[4], {[g] = true}, pttl, now_ms(), ARGV[2])
   end
 elseif first and redis.call('exists', KEYS[1]) == 0 then
-  wake_next(KEYS[2], KEYS[3], KEYS[5], KEYS[4], ARGV[2])
+  local now = now_ms()
+  local head, dl = evict_dead(KEYS[2], KEYS[3], KEYS[5], now)
+  if head then
+    local tag = wake_waiter(KEYS[5], KEYS[4], head, ARGV[2])
+    if ARGV[4] then
+      local claim = tonumber(ARGV[4])
+      local left = wake_cut(KEYS[3], head, dl, now, claim)
+      if tag then
+        wake_cut_client(KEYS[2], KEYS[3], KEYS[5], {[tag] = true}, now, claim)
+      end
+      return {1, left}
+    end
+  end
 end
 return 1

@@ -14,7 +14,10 @@
 -- The place is given up only when this attempt is the one that last stood
 -- in it: another attempt of the same owner that joined since keeps it.
 --
--- Returns 1 when the waiter was in line and left it, 0 otherwise.
+-- Returns 1 when the waiter was in line and left it, 0 otherwise; {1, ms}
+-- when the pass woke a fixed-lease waiter to take its hold itself: its
+-- place ends in ms (woken, lib_queue.lua), and the leaving Client looks at
+-- the line again then (core/wait_woken.go).
 local st = redis.call('hget', KEYS[9], ARGV[1])
 if not st or standing_parse(st) ~= ARGV[3] then
   return 0
@@ -35,5 +38,8 @@ rw_admit(r, now)
 local tags, first = rw_unclaimed(r, now)
 if first then
   notify_watcher(r.queue, r.deadlines, r.standing, r.ch, tags, first, now, r.publish)
+end
+if r.woke then
+  return {1, r.woke}
 end
 return 1

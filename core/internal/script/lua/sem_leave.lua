@@ -16,7 +16,10 @@
 -- instead (notify_watcher), so a gone grantee still holds the line up for
 -- one claim window.
 --
--- Returns 1 when the waiter was in line and left it, 0 otherwise.
+-- Returns 1 when the waiter was in line and left it, 0 otherwise; {1, ms}
+-- when the pass woke a fixed-lease waiter to take its permits itself: its
+-- place ends in ms (woken, lib_queue.lua), and the leaving Client looks at
+-- the line again then (core/wait_woken.go).
 local s = sem_state()
 local member = ARGV[6]
 local st = redis.call('hget', s.standing, member)
@@ -35,5 +38,8 @@ sem_admit(s, now)
 local tags, first = unclaimed(s.expiry, s.holders, now)
 if first then
   notify_watcher(s.queue, s.deadlines, s.standing, s.ch, tags, first, now, s.publish)
+end
+if s.woke then
+  return {1, s.woke}
 end
 return 1
