@@ -138,6 +138,49 @@ func TestFairWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
 	p.Pass()
 }
 
+// The same for a semaphore: a fixed-lease waiter the release woke (its
+// Client behind a slow link, so that the wake-up reaches it after it gave
+// up) leaves, and its leave's pass wakes the next, a waiter that is gone.
+// The releasing Client closed at once and nobody else waits: only the
+// leaving Client, looking at the line when the woken place ends, takes the
+// gone waiter out of line.
+func TestSemaphoreWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
+	srv, rdb := single(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	const name = "wsleave"
+	r := newLocks(t, rdb)
+	held := mustLock(t, r.Semaphore(name, 1), ctx)
+
+	p := redistestProxy(t, srv.Addr())
+	obsA := &waitSignal{waiting: make(chan int, 16)}
+	a := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second), core.WithObserver(obsA))
+	aCtx, aCancel := context.WithCancel(ctx)
+	defer aCancel()
+	aDone := lockNoLease(a.Semaphore(name, 1), aCtx, core.LeaseTime(5*time.Second))
+	waitInLine(t, obsA)
+	bg, now := context.Background(), time.Now()
+	base := "keylock:{" + name + "}"
+	rdb.RPush(bg, base+":queue", "ghost")
+	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "ghost"})
+	rdb.HSet(bg, base+":standing", "ghost", fmt.Sprintf("ghost||nobody|s1|%d|ghost-owner", now.UnixMilli()))
+
+	p.Delay(200 * time.Millisecond) // the wake-up reaches a after it gave up
+	released := time.Now()
+	mustUnlock(t, held) // wakes a
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	aCancel() // a leaves; its leave's pass wakes the ghost
+	cancelledOnly(t, aDone)
+	for rdb.LPos(bg, base+":queue", "ghost", redis.LPosArgs{}).Err() == nil {
+		if took := time.Since(released); took > core.DefaultFairClaimWindow+2*time.Second {
+			t.Fatalf("the gone waiter still in line %v after the release, want out one claim window (%v) after the leave woke it", took, core.DefaultFairClaimWindow)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.Pass()
+}
+
 // A holder whose fixed lease runs out releases nothing: the first keep call
 // of a waiter's Client that finds the lock free wakes the first waiter.
 // When that one is gone, the Client that woke it looks at the line again
