@@ -407,13 +407,10 @@ func bOwner(t *testing.T, rdb *redis.Client, name string) string {
 // listens to.
 func ghostsBehind(t *testing.T, rdb *redis.Client, name string, n int) {
 	t.Helper()
-	bg, now := context.Background(), time.Now()
-	base := "keylock:{" + name + "}"
+	now := time.Now()
 	for i := range n {
 		g := "ghost" + strconv.Itoa(i)
-		rdb.RPush(bg, base+":queue", g)
-		rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: g})
-		rdb.HSet(bg, base+":standing", g, fmt.Sprintf("%s|30000|nobody||%d", g, now.UnixMilli()))
+		ghostWaiter(t, rdb, name, g, fmt.Sprintf("%s|30000|nobody||%d", g, now.UnixMilli()))
 	}
 }
 

@@ -174,3 +174,15 @@ func failsWithin(t *testing.T, what string, d time.Duration, want error, call fu
 		t.Fatalf("%s returned after %s, want within %s", what, took, d)
 	}
 }
+
+// ghostWaiter puts member in lock name's line as a waiter whose process is
+// gone: its place good for a minute, standing as st (lib_queue.lua's
+// format; tests give it the tag "nobody", a channel nobody listens to).
+func ghostWaiter(t testing.TB, rdb redis.Cmdable, name, member, st string) {
+	t.Helper()
+	bg := context.Background()
+	base := "keylock:{" + name + "}"
+	rdb.RPush(bg, base+":queue", member)
+	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: member})
+	rdb.HSet(bg, base+":standing", member, st)
+}

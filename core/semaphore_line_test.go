@@ -260,11 +260,7 @@ func unclaimedMarks(t *testing.T, rdb *redis.Client, name string) int {
 // nobody listens to.
 func semGhostInLine(t *testing.T, rdb *redis.Client, name string) {
 	t.Helper()
-	bg, now := context.Background(), time.Now()
-	base := "keylock:{" + name + "}"
-	rdb.RPush(bg, base+":queue", "ghost")
-	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "ghost"})
-	rdb.HSet(bg, base+":standing", "ghost", fmt.Sprintf("ghost|30000|nobody|s1|%d|ghost-owner", now.UnixMilli()))
+	ghostWaiter(t, rdb, name, "ghost", fmt.Sprintf("ghost|30000|nobody|s1|%d|ghost-owner", time.Now().UnixMilli()))
 }
 
 // A waiter told to look again when an unclaimed grant of permits ends may

@@ -109,16 +109,12 @@ func TestFairWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
 	defer aCancel()
 	aDone := lockNoLease(a.FairMutex(name, opts...), aCtx, core.LeaseTime(5*time.Second))
 	waitInLine(t, obsA)
-	bg, now := context.Background(), time.Now()
-	base := "keylock:{" + name + "}"
-	rdb.RPush(bg, base+":queue", "ghost")
-	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "ghost"})
-	rdb.HSet(bg, base+":standing", "ghost", fmt.Sprintf("ghost||nobody||%d", now.UnixMilli()))
+	ghostWaiter(t, rdb, name, "ghost", fmt.Sprintf("ghost||nobody||%d", time.Now().UnixMilli()))
 	obsB := &waitSignal{waiting: make(chan int, 16)}
 	b := newLocks(t, rdb, core.WithObserver(obsB))
 	bGot := lockLater(t, b.FairMutex(name, opts...), ctx)
 	waitInLine(t, obsB)
-	if n := rdb.LLen(ctx, base+":queue").Val(); n != 3 {
+	if n := rdb.LLen(ctx, "keylock:{"+name+"}:queue").Val(); n != 3 {
 		t.Fatalf("%d in line, want a, the ghost and b", n)
 	}
 
@@ -158,11 +154,7 @@ func TestSemaphoreWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
 	defer aCancel()
 	aDone := lockNoLease(a.Semaphore(name, 1), aCtx, core.LeaseTime(5*time.Second))
 	waitInLine(t, obsA)
-	bg, now := context.Background(), time.Now()
-	base := "keylock:{" + name + "}"
-	rdb.RPush(bg, base+":queue", "ghost")
-	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "ghost"})
-	rdb.HSet(bg, base+":standing", "ghost", fmt.Sprintf("ghost||nobody|s1|%d|ghost-owner", now.UnixMilli()))
+	ghostWaiter(t, rdb, name, "ghost", fmt.Sprintf("ghost||nobody|s1|%d|ghost-owner", time.Now().UnixMilli()))
 
 	p.Delay(200 * time.Millisecond) // the wake-up reaches a after it gave up
 	released := time.Now()
@@ -172,7 +164,7 @@ func TestSemaphoreWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
 	}
 	aCancel() // a leaves; its leave's pass wakes the ghost
 	cancelledOnly(t, aDone)
-	for rdb.LPos(bg, base+":queue", "ghost", redis.LPosArgs{}).Err() == nil {
+	for rdb.LPos(ctx, "keylock:{"+name+"}:queue", "ghost", redis.LPosArgs{}).Err() == nil {
 		if took := time.Since(released); took > core.DefaultFairClaimWindow+2*time.Second {
 			t.Fatalf("the gone waiter still in line %v after the release, want out one claim window (%v) after the leave woke it", took, core.DefaultFairClaimWindow)
 		}
@@ -257,11 +249,7 @@ func TestSemaphoreWokenWaitersOfAGoneClientPassOn(t *testing.T) {
 	s := newLocks(t, srv.NewClient(t)).Semaphore(name, 1)
 	a := mustLock(t, s, ctx)
 	ghost := func(member string) {
-		bg, now := context.Background(), time.Now()
-		base := "keylock:{" + name + "}"
-		rdb.RPush(bg, base+":queue", member)
-		rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: member})
-		rdb.HSet(bg, base+":standing", member, fmt.Sprintf("%s||nobody|s1|%d|%s-owner", member, now.UnixMilli(), member))
+		ghostWaiter(t, rdb, name, member, fmt.Sprintf("%s||nobody|s1|%d|%s-owner", member, time.Now().UnixMilli(), member))
 	}
 	ghost("ghost1")
 	between := semLine(t, srv, rdb, name, 1, []int{1})
@@ -309,10 +297,7 @@ func TestFairWokenWaiterInALostReleaseReplyPassesOn(t *testing.T) {
 	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
 	ctx := context.Background()
 	held := mustLock(t, newLocks(t, rdb).FairMutex("wl", opts...), ctx)
-	base := "keylock:{wl}"
-	direct.RPush(ctx, base+":queue", "ghost")
-	direct.ZAdd(ctx, base+":timeouts", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "ghost"})
-	direct.HSet(ctx, base+":standing", "ghost", fmt.Sprintf("ghost||nobody||%d", time.Now().UnixMilli()))
+	ghostWaiter(t, direct, "wl", "ghost", fmt.Sprintf("ghost||nobody||%d", time.Now().UnixMilli()))
 
 	obs := &waitSignal{waiting: make(chan int, 16)}
 	got := lockLater(t, newLocks(t, direct, core.WithObserver(obs)).FairMutex("wl", opts...), ctx)
@@ -341,10 +326,7 @@ func TestFairNudgedWaiterThatIsGonePassesOn(t *testing.T) {
 	const window = 300 * time.Millisecond
 	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
 	ctx := context.Background()
-	base := "keylock:{wn}"
-	rdb.RPush(ctx, base+":queue", "ghost")
-	rdb.ZAdd(ctx, base+":timeouts", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "ghost"})
-	rdb.HSet(ctx, base+":standing", "ghost", fmt.Sprintf("ghost|30000|nobody||%d", time.Now().UnixMilli()))
+	ghostWaiter(t, rdb, "wn", "ghost", fmt.Sprintf("ghost|30000|nobody||%d", time.Now().UnixMilli()))
 
 	start := time.Now()
 	l := awaitLease(t, lockLater(t, newLocks(t, rdb).FairMutex("wn", opts...), ctx), 5*time.Second, "the waiter behind the ghost")
