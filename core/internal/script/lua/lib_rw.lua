@@ -140,10 +140,10 @@ local function rw_admit(r, now, self)
   local took = false
   local granted = {tags = {}, claim = 0}
   local function done(v)
-    cut_woken(r, now)
     if granted.claim > 0 then
       notify_head(r.queue, r.deadlines, r.standing, r.ch, granted.tags, granted.claim, now, r.publish)
     end
+    cut_woken(r, now) -- after notify_head, which reads a cut head place as its own earlier work
     return v
   end
   for _, m in ipairs(redis.call('lrange', r.queue, 0, rw_scan - 1)) do

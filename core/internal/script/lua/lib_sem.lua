@@ -173,9 +173,9 @@ local function sem_admit(s, now, self)
       end
     end
   end
-  cut_woken(s, now)
   if claim > 0 then
     notify_head(s.queue, s.deadlines, s.standing, s.ch, granted, claim, now, s.publish)
   end
+  cut_woken(s, now) -- after notify_head, which reads a cut head place as its own earlier work
   return took, free, whole
 end
