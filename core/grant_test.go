@@ -362,18 +362,26 @@ func TestFairGrantKeepsTheGranteeClientsOtherPlaces(t *testing.T) {
 	waitInLine(t, obsB)
 
 	mustUnlock(t, held)
+	got := servedOrder(t, order, 3)
+	if strings.Join(got, ",") != "a1,a2,b" {
+		t.Fatalf("served %v, want a1,a2,b (arrival order)", got)
+	}
+}
+
+// servedOrder reads n waiters' names from order, in the order they were
+// served, waiting at most 10s for each.
+func servedOrder(t *testing.T, order <-chan string, n int) []string {
+	t.Helper()
 	var got []string
-	for range 3 {
+	for range n {
 		select {
 		case who := <-order:
 			got = append(got, who)
 		case <-time.After(10 * time.Second):
-			t.Fatalf("served so far: %v; the rest waited 10s", got)
+			t.Fatalf("served so far: %v; the rest did not get the lock within 10s", got)
 		}
 	}
-	if strings.Join(got, ",") != "a1,a2,b" {
-		t.Fatalf("served %v, want a1,a2,b (arrival order)", got)
-	}
+	return got
 }
 
 // A granted hold whose Unlock is in flight is not claimed: when the

@@ -74,6 +74,18 @@ func semLine(t *testing.T, srv *redistest.Server, rdb *redis.Client, name string
 	})
 }
 
+// servedInClaimWindow waits for w's lease and fails the test unless it came
+// within the default claim window (and a second) of since, when a waiter
+// that is gone (what) was granted or woken ahead of it.
+func servedInClaimWindow(t *testing.T, w *queuedCall, since time.Time, what string) *core.Lease {
+	t.Helper()
+	l := w.served(t)
+	if waited, limit := time.Since(since), core.DefaultFairClaimWindow+time.Second; waited > limit {
+		t.Fatalf("%s served %s after %s, want within the claim window (%s)", w.name, waited, what, limit)
+	}
+	return l
+}
+
 // scriptsRun is how many scripts Redis ran while do ran.
 func scriptsRun(t *testing.T, rdb *redis.Client, do func()) int64 {
 	t.Helper()

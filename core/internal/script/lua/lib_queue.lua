@@ -172,6 +172,29 @@ end
 -- the line one notify_head cuts, reading notify_reach at a time.
 local notify_cap = 256
 
+-- place_cuts gathers places to end at server time at (ms) and writes them
+-- in one ZADD of deadlines: cut(member, dl) takes member when its deadline
+-- dl (a ZSCORE reply, or nil) is later, and says whether it did; write()
+-- sends what was taken. A place is only ever moved earlier.
+local function place_cuts(deadlines, at)
+  local cuts = {}
+  local score = string.format('%d', at)
+  local function cut(member, dl)
+    dl = tonumber(dl)
+    if dl and dl > at then
+      cuts[#cuts + 1], cuts[#cuts + 2] = score, member
+      return true
+    end
+    return false
+  end
+  local function write()
+    if #cuts > 0 then
+      redis.call('zadd', deadlines, unpack(cuts))
+    end
+  end
+  return cut, write
+end
+
 -- tell_when tells the waiter standing as st (attempt id, channel tag) to
 -- look again in ms, now being the server clock: 'n <id> <ms>' on its
 -- Client's channel. A waiter already due to look again by then on its own
@@ -218,9 +241,7 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
   local sts = {first_st}
   local dls
   local cut = false
-  -- cuts: the places cut, written in one ZADD at the end.
-  local cuts = {}
-  local score = string.format('%d', now + ms)
+  local cut_place, write_cuts = place_cuts(deadlines, now + ms)
   local i = 1
   -- scan reads the line from the head and cuts or tells as above.
   local function scan()
@@ -269,18 +290,14 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
         sts = redis.call('hmget', standing, unpack(members))
         dls = redis.call('zmscore', deadlines, unpack(members))
       end
-      local dl = tonumber(dls[i])
-      if dl and dl > now + ms then
-        cuts[#cuts + 1], cuts[#cuts + 2] = score, members[i]
+      if cut_place(members[i], dls[i]) then
         cut = true
       end
       i = i + 1
     end
   end
   scan()
-  if #cuts > 0 then
-    redis.call('zadd', deadlines, unpack(cuts))
-  end
+  write_cuts()
 end
 
 -- notify_watcher runs when a waiter left the line while grants not yet
@@ -300,9 +317,7 @@ local function notify_watcher(queue, deadlines, standing, ch_prefix, gtags, ms, 
   end
   local sts = redis.call('hmget', standing, unpack(members))
   local dls
-  -- cuts: the places cut, written in one ZADD once the scan ends.
-  local cuts = {}
-  local score = string.format('%d', now + ms)
+  local cut_place, write_cuts = place_cuts(deadlines, now + ms)
   for i = 1, #members do
     local st = sts[i]
     local id, tag
@@ -318,14 +333,9 @@ local function notify_watcher(queue, deadlines, standing, ch_prefix, gtags, ms, 
       break
     end
     dls = dls or redis.call('zmscore', deadlines, unpack(members))
-    local dl = tonumber(dls[i])
-    if dl and dl > now + ms then
-      cuts[#cuts + 1], cuts[#cuts + 2] = score, members[i]
-    end
+    cut_place(members[i], dls[i])
   end
-  if #cuts > 0 then
-    redis.call('zadd', deadlines, unpack(cuts))
-  end
+  write_cuts()
 end
 
 -- wake_waiter(standing, ch_prefix, owner, publish) wakes owner's waiter to
@@ -391,17 +401,11 @@ local function wake_cut_client(queue, deadlines, standing, tags, now, ms)
     return
   end
   local dls = redis.call('zmscore', deadlines, unpack(theirs))
-  local cuts = {}
-  local score = string.format('%d', now + ms)
+  local cut_place, write_cuts = place_cuts(deadlines, now + ms)
   for i = 1, #theirs do
-    local dl = tonumber(dls[i])
-    if dl and dl > now + ms then
-      cuts[#cuts + 1], cuts[#cuts + 2] = score, theirs[i]
-    end
+    cut_place(theirs[i], dls[i])
   end
-  if #cuts > 0 then
-    redis.call('zadd', deadlines, unpack(cuts))
-  end
+  write_cuts()
 end
 
 -- woken cuts the place of member (deadline dl, on the Client's channel
