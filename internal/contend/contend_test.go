@@ -253,8 +253,8 @@ func TestMeasureUncontended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 6 || !rs[3].Background || rs[4].Kind != KindFloorScripts || rs[5].Kind != KindFloorCommands {
-		t.Fatalf("got %d rows, want bare, mutex, fair, mutex under context.Background() and the two floors: %+v", len(rs), rs)
+	if len(rs) != 7 || !rs[3].Background || rs[4].Kind != KindFloorScripts || rs[5].Kind != KindFloorCommands || rs[6].Kind != KindFloorGuarantees {
+		t.Fatalf("got %d rows, want bare, mutex, fair, mutex under context.Background() and the three floors: %+v", len(rs), rs)
 	}
 	for _, r := range rs {
 		t.Logf("%+v", r)
@@ -273,6 +273,9 @@ func TestMeasureUncontended(t *testing.T) {
 	if f, m := rs[5], rs[1]; f.SentPerOp != 2 || f.InRedisPerOp != m.InRedisPerOp {
 		t.Errorf("commands floor: %.2f sent, %.2f run in Redis per op; want 2 and the Mutex's %.2f", f.SentPerOp, f.InRedisPerOp, m.InRedisPerOp)
 	}
+	if f := rs[6]; f.SentPerOp != 2 || f.InRedisPerOp != 9 {
+		t.Errorf("guarantees floor: %.2f sent, %.2f run in Redis per op; want 2 and 9 (EVALSHA twice, 4 + 3 commands)", f.SentPerOp, f.InRedisPerOp)
+	}
 }
 
 // BenchmarkUncontended is Lock+Unlock of a free lock with a cancellable
@@ -283,7 +286,8 @@ func TestMeasureUncontended(t *testing.T) {
 // ratio to the bare lock (targets: ≥ 0.9 at 1 goroutine, ≥ 0.8
 // at 16), allocations, commands sent and commands Redis ran (scripts'
 // inner ones included) per operation. The floor rows (floor.go) are two
-// one-command scripts, and the Mutex's commands in scripts with no logic.
+// one-command scripts, the Mutex's commands in scripts with no logic, and
+// the fewest commands its guarantees need, also with no logic.
 func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.NewServer(b)
 	for _, g := range []int{1, 16, 64} {

@@ -101,11 +101,14 @@
 // interleaved in blocks:
 // operations per second, the ratio to the bare lock, allocations, commands
 // and Redis CPU per operation (the CPU includes the harness's two INFO
-// reads per block of 25 operations per goroutine). Two floor rows run
+// reads per block of 25 operations per goroutine). Three floor rows run
 // beside them: a lock of two one-command scripts (floor-scripts: what
-// calling a script costs), and the ten commands Mutex's uncontended Lock
-// and Unlock run in Redis, in two scripts with no logic (floor-commands:
-// what those commands cost, before any Lua or Go of keylock's).
+// calling a script costs), the ten commands Mutex's uncontended Lock and
+// Unlock run in Redis, in two scripts with no logic (floor-commands: what
+// those commands cost, before any Lua or Go of keylock's), and the seven
+// that fencing tokens, idempotent attempts and an idempotent release need
+// at the least, with a plain string for the hold (floor-guarantees: what
+// any lock keeping those guarantees costs).
 //
 // # Many waiters
 //

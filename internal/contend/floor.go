@@ -23,6 +23,13 @@ const (
 	// fair_release.lua's fast paths: the attempt's record, the fencing
 	// counter, the hold and its lease; the receipt, the hold, the line).
 	KindFloorCommands Kind = "floor-commands"
+	// KindFloorGuarantees runs, in two scripts with no logic, the fewest
+	// commands a lock with fencing tokens, idempotent attempts and an
+	// idempotent release needs, with the hold a plain string (no
+	// re-entry, no line to look at): the attempt's record (SET NX, which
+	// also finds a copy), the server's clock and the fencing counter, the
+	// hold; the receipt (SET … GET), the hold's check and its delete.
+	KindFloorGuarantees Kind = "floor-guarantees"
 )
 
 var (
@@ -44,15 +51,29 @@ redis.call('hmget', KEYS[1], ':token', ARGV[1])
 redis.call('lrange', KEYS[3], 0, 1)
 redis.call('del', KEYS[1])
 return 0`)
+
+	floorGuaranteesAcquire = redis.NewScript(`
+redis.call('set', KEYS[3], 'A', 'nx', 'px', ARGV[3])
+local t = redis.call('time')
+local token = t[1] .. string.format('%06d', tonumber(t[2]))
+redis.call('set', KEYS[2], token, 'px', ARGV[3], 'get')
+redis.call('set', KEYS[1], token, 'nx', 'px', ARGV[2])
+return {1, token, tonumber(ARGV[2])}`)
+	floorGuaranteesRelease = redis.NewScript(`
+redis.call('set', KEYS[2], '0', 'px', ARGV[2], 'get')
+redis.call('get', KEYS[1])
+redis.call('del', KEYS[1])
+return 0`)
 )
 
-// floorLock is KindFloorScripts or KindFloorCommands on one key.
+// floorLock is a floor kind (KindFloorScripts, KindFloorCommands or
+// KindFloorGuarantees) on one key.
 type floorLock struct {
-	rdb      redis.Cmdable
-	commands bool
-	key      string
-	owner    string
-	seq      atomic.Uint64
+	rdb   redis.Cmdable
+	kind  Kind
+	key   string
+	owner string
+	seq   atomic.Uint64
 }
 
 var bareLeaseArg = strconv.FormatInt(bareLease.Milliseconds(), 10)
@@ -60,12 +81,16 @@ var bareLeaseArg = strconv.FormatInt(bareLease.Milliseconds(), 10)
 func (f *floorLock) lock(ctx context.Context) (held, error) {
 	id := f.owner + ":" + strconv.FormatUint(f.seq.Add(1), 10)
 	h := floorHeld{f: f, id: id}
-	if !f.commands {
+	switch f.kind {
+	case KindFloorScripts:
 		n, err := floorScriptsAcquire.Run(ctx, f.rdb, []string{f.key}, id, bareLeaseArg).Int()
 		if err == nil && n != 1 {
 			err = errBareNotHeld
 		}
 		return h, err
+	case KindFloorGuarantees:
+		keys := []string{f.key, f.key + ":fence", f.key + ":rel:" + id}
+		return h, floorGuaranteesAcquire.Run(ctx, f.rdb, keys, f.owner, bareLeaseArg, "600000").Err()
 	}
 	keys := []string{f.key, f.key + ":fence", f.key + ":rel:" + id, f.key + ":queue"}
 	return h, floorCommandsAcquire.Run(ctx, f.rdb, keys, f.owner, bareLeaseArg, "600000").Err()
@@ -79,8 +104,12 @@ type floorHeld struct {
 
 func (h floorHeld) Unlock(ctx context.Context) error {
 	f := h.f
-	if !f.commands {
+	switch f.kind {
+	case KindFloorScripts:
 		return floorScriptsRelease.Run(ctx, f.rdb, []string{f.key}).Err()
+	case KindFloorGuarantees:
+		keys := []string{f.key, f.key + ":rel:" + h.id}
+		return floorGuaranteesRelease.Run(ctx, f.rdb, keys, f.owner, bareLeaseArg).Err()
 	}
 	keys := []string{f.key, f.key + ":rel:" + h.id, f.key + ":queue"}
 	return floorCommandsRelease.Run(ctx, f.rdb, keys, f.owner, bareLeaseArg).Err()

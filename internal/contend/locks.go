@@ -160,8 +160,8 @@ func newLocker(k Kind, rdb redis.Cmdable, c *core.Client, key, owner string, per
 		return coreLock{func(ctx context.Context, opts ...core.LockOption) (*core.Lease, error) {
 			return sem.Acquire(ctx, 1, opts...)
 		}}, nil
-	case KindFloorScripts, KindFloorCommands:
-		return &floorLock{rdb: rdb, commands: k == KindFloorCommands, key: key, owner: owner}, nil
+	case KindFloorScripts, KindFloorCommands, KindFloorGuarantees:
+		return &floorLock{rdb: rdb, kind: k, key: key, owner: owner}, nil
 	case KindBareRW:
 		return &bareRW{rdb: rdb, readers: "{" + key + "}:readers", writer: "{" + key + "}:writer", owner: owner}, nil
 	case KindRW:

@@ -43,7 +43,7 @@ const uncontendedBlock = 25
 
 // MeasureUncontended times ops Lock+Unlock pairs per goroutine for the bare
 // lock, Mutex and FairMutex, Mutex again under context.Background(), and
-// the two floor rows (floor.go), with its own go-redis client and
+// the three floor rows (floor.go), with its own go-redis client and
 // core.Client (made with opts) on the Redis server at addr. Results are in
 // that order.
 func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int, opts ...core.Option) ([]Uncontended, error) {
@@ -55,7 +55,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int, o
 	defer c.Close()
 	stats := newStatsReader(rdb)
 
-	kinds := []Kind{KindBare, KindMutex, KindFair, KindMutex, KindFloorScripts, KindFloorCommands}
+	kinds := []Kind{KindBare, KindMutex, KindFair, KindMutex, KindFloorScripts, KindFloorCommands, KindFloorGuarantees}
 	background := func(i int) bool { return i == 3 }
 	lockers := make([][]locker, len(kinds)) // [row][goroutine]
 	for i, k := range kinds {
