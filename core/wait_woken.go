@@ -139,14 +139,16 @@ func keepReply(v any) (lost []any, woke time.Duration) {
 	return lost, woke
 }
 
-// keepAfterWake runs after a wake-up that brought no grant. A fixed-lease
-// waiter is woken to take the lock itself, and the script that woke it cut
-// the places of this Client's other waiters near the head of the line down
-// to the claim window (wake_cut_client in lib_queue.lua): the Client renews
-// its places in that line within three quarters of the window.
+// keepAfterWake runs after a wake-up that brought no grant. A waiter woken
+// to take the lock itself — a fixed-lease one by a release, any one by a
+// nudge or a keep call that found the lock free — had the places of this
+// Client's other waiters near the head of the line cut down to the claim
+// window with its own (wake_cut_client in lib_queue.lua): the Client renews
+// its places in that line within three quarters of the window, whatever
+// its keep period. (A wake-up that cut nothing costs one early keep call.)
 func (s *waitState) keepAfterWake() {
 	a := s.a
-	if !s.woken || a.t.watchdog {
+	if !s.woken {
 		return
 	}
 	lp, ok := a.p.(linedProtocol)

@@ -367,3 +367,57 @@ func TestFairWokenWaitersClientKeepsItsOtherPlaces(t *testing.T) {
 		t.Errorf("served in the order %v, want a1 a2 b (arrival order)", got)
 	}
 }
+
+// A waiter woken to take a free lock itself — here a watchdog waiter that a
+// later acquisition nudges, the lock having gone without a release — has
+// the places of its Client's other waiters cut to the claim window with its
+// own. A Client that lives renews them in time whatever its waiters'
+// leases (the claim window, 300ms, is far shorter than its keep period,
+// 10s), so its second waiter keeps its turn before a later Client's.
+func TestFairNudgedWaitersClientKeepsItsOtherPlaces(t *testing.T) {
+	_, rdb := single(t)
+	const window = 300 * time.Millisecond
+	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	ctx := ctxTimeout(t, 30*time.Second)
+	mustLock(t, newLocks(t, rdb).FairMutex("wkn", opts...), ctx)
+	order := make(chan string, 3)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	lockAs := func(c *core.Client, who string, n int64) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.FairMutex("wkn", opts...).Lock(ctx)
+			if err != nil {
+				t.Error(err)
+				order <- "error"
+				return
+			}
+			order <- who
+			time.Sleep(3 * window) // the second waiter's cut place would end meanwhile
+			_ = l.Unlock(context.Background())
+		}()
+		for deadline := time.Now().Add(5 * time.Second); rdb.LLen(ctx, "keylock:{wkn}:queue").Val() < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never stood in line", who)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	a := newLocks(t, rdb)
+	lockAs(a, "a1", 1)
+	lockAs(a, "a2", 2)
+	lockAs(newLocks(t, rdb), "b", 3)
+	// The hold goes without a release (as an operator's DEL would): the
+	// first in line learns of it only when a later attempt nudges it.
+	if err := rdb.Del(ctx, "keylock:{wkn}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newLocks(t, rdb).FairMutex("wkn", opts...).TryLock(ctx); err == nil {
+		t.Fatal("TryLock took the lock ahead of the line")
+	}
+	got := servedOrder(t, order, 3)
+	if !slices.Equal(got, []string{"a1", "a2", "b"}) {
+		t.Errorf("served in the order %v, want a1 a2 b (arrival order)", got)
+	}
+}
