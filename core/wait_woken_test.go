@@ -333,24 +333,38 @@ func TestFairWokenWaitersClientKeepsItsOtherPlaces(t *testing.T) {
 	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
 	ctx := ctxTimeout(t, 30*time.Second)
 	held := mustLock(t, newLocks(t, rdb).FairMutex("wk", opts...), ctx)
-	order := make(chan string, 3)
+	order, wait := twoClientsInLine(t, ctx, rdb, "wk", opts, 2*window, core.LeaseTime(5*time.Second))
+	defer wait()
+	mustUnlock(t, held)
+	if got := servedOrder(t, order, 3); !slices.Equal(got, []string{"a1", "a2", "b"}) {
+		t.Errorf("served in the order %v, want a1 a2 b (arrival order)", got)
+	}
+}
+
+// twoClientsInLine puts three waiters in the line of the fair lock name,
+// one after another: a1 and a2 on one Client, then b on another. Each
+// sends its name to order when it gets the lock, holds it for hold (long
+// enough for a cut place behind it to end) and unlocks it; wait waits for
+// the three.
+func twoClientsInLine(t *testing.T, ctx context.Context, rdb *redis.Client, name string, opts []core.FairOption, hold time.Duration, lockOpts ...core.LockOption) (order chan string, wait func()) {
+	t.Helper()
+	order = make(chan string, 3)
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	lockAs := func(c *core.Client, who string, n int64) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := c.FairMutex("wk", opts...).Lock(ctx, core.LeaseTime(5*time.Second))
+			l, err := c.FairMutex(name, opts...).Lock(ctx, lockOpts...)
 			if err != nil {
 				t.Error(err)
 				order <- "error"
 				return
 			}
 			order <- who
-			time.Sleep(2 * window) // the second waiter's cut place would end meanwhile
+			time.Sleep(hold)
 			_ = l.Unlock(context.Background())
 		}()
-		for deadline := time.Now().Add(5 * time.Second); rdb.LLen(ctx, "keylock:{wk}:queue").Val() < n; {
+		for deadline := time.Now().Add(5 * time.Second); rdb.LLen(ctx, "keylock:{"+name+"}:queue").Val() < n; {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s never stood in line", who)
 			}
@@ -361,11 +375,7 @@ func TestFairWokenWaitersClientKeepsItsOtherPlaces(t *testing.T) {
 	lockAs(a, "a1", 1)
 	lockAs(a, "a2", 2)
 	lockAs(newLocks(t, rdb), "b", 3)
-	mustUnlock(t, held)
-	got := servedOrder(t, order, 3)
-	if !slices.Equal(got, []string{"a1", "a2", "b"}) {
-		t.Errorf("served in the order %v, want a1 a2 b (arrival order)", got)
-	}
+	return order, wg.Wait
 }
 
 // A waiter woken to take a free lock itself — here a watchdog waiter that a
@@ -380,34 +390,8 @@ func TestFairNudgedWaitersClientKeepsItsOtherPlaces(t *testing.T) {
 	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
 	ctx := ctxTimeout(t, 30*time.Second)
 	mustLock(t, newLocks(t, rdb).FairMutex("wkn", opts...), ctx)
-	order := make(chan string, 3)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	lockAs := func(c *core.Client, who string, n int64) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := c.FairMutex("wkn", opts...).Lock(ctx)
-			if err != nil {
-				t.Error(err)
-				order <- "error"
-				return
-			}
-			order <- who
-			time.Sleep(3 * window) // the second waiter's cut place would end meanwhile
-			_ = l.Unlock(context.Background())
-		}()
-		for deadline := time.Now().Add(5 * time.Second); rdb.LLen(ctx, "keylock:{wkn}:queue").Val() < n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never stood in line", who)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	a := newLocks(t, rdb)
-	lockAs(a, "a1", 1)
-	lockAs(a, "a2", 2)
-	lockAs(newLocks(t, rdb), "b", 3)
+	order, wait := twoClientsInLine(t, ctx, rdb, "wkn", opts, 3*window)
+	defer wait()
 	// The hold goes without a release (as an operator's DEL would): the
 	// first in line learns of it only when a later attempt nudges it.
 	if err := rdb.Del(ctx, "keylock:{wkn}").Err(); err != nil {
