@@ -382,15 +382,15 @@ func twoClientsInLine(t *testing.T, ctx context.Context, rdb *redis.Client, name
 // later acquisition nudges, the lock having gone without a release — has
 // the places of its Client's other waiters cut to the claim window with its
 // own. A Client that lives renews them in time whatever its waiters'
-// leases (the claim window, 300ms, is far shorter than its keep period,
+// leases (the claim window, 600ms, is far shorter than its keep period,
 // 10s), so its second waiter keeps its turn before a later Client's.
 func TestFairNudgedWaitersClientKeepsItsOtherPlaces(t *testing.T) {
 	_, rdb := single(t)
-	const window = 300 * time.Millisecond
+	const window = 600 * time.Millisecond
 	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
 	ctx := ctxTimeout(t, 30*time.Second)
 	mustLock(t, newLocks(t, rdb).FairMutex("wkn", opts...), ctx)
-	order, wait := twoClientsInLine(t, ctx, rdb, "wkn", opts, 3*window)
+	order, wait := twoClientsInLine(t, ctx, rdb, "wkn", opts, 2*window)
 	defer wait()
 	// The hold goes without a release (as an operator's DEL would): the
 	// first in line learns of it only when a later attempt nudges it.
