@@ -94,7 +94,7 @@ func awaitLease(t *testing.T, got <-chan *core.Lease, within time.Duration, who 
 // Client of its own, and returns those options and the hold.
 func heldFair(t *testing.T, rdb redis.UniversalClient, name string, window time.Duration) ([]core.FairOption, *core.Lease) {
 	t.Helper()
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	opts := windowOpts(window)
 	return opts, mustLock(t, newLocks(t, rdb).FairMutex(name, opts...), context.Background())
 }
 
@@ -143,7 +143,7 @@ func waiterInLine(t *testing.T, rdb redis.UniversalClient, lock func(*core.Clien
 func TestFairGrantWatchedByADueWaiterPassesOn(t *testing.T) {
 	const window = 1500 * time.Millisecond
 	retryDueWatcher(t, "due", func(name string) dueWatcher {
-		opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+		opts := windowOpts(window)
 		return dueWatcher{
 			lock:   func(c *core.Client) core.Locker { return c.FairMutex(name, opts...) },
 			window: window, most: 2 * window,

@@ -185,9 +185,7 @@ func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, wa
 	ctx := context.Background()
 	held := mustLock(t, holder.FairMutex(name, opts...), ctx)
 
-	p := redistestProxy(t, srv.Addr())
-	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
+	p, a, obsA := watchedBehindProxy(t, srv, 2*time.Second)
 	aCtx, aCancel := context.WithCancel(ctx)
 	defer aCancel()
 	// Cut off all along: a grant can only reach them through a push or a
@@ -327,7 +325,7 @@ func TestFairGrantNotClaimedIsToldByTheEndOfTheWindow(t *testing.T) {
 func TestFairGrantKeepsTheGranteeClientsOtherPlaces(t *testing.T) {
 	_, rdb := single(t)
 	const window = 300 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	opts := windowOpts(window)
 	ctx := context.Background()
 	held := mustLock(t, newLocks(t, rdb).FairMutex("k", opts...), ctx)
 
@@ -396,9 +394,7 @@ func TestFairGrantBeingReleasedIsNotClaimed(t *testing.T) {
 	ctx := context.Background()
 	held := mustLock(t, newLocks(t, rdb).FairMutex("u", opts...), ctx)
 
-	p := redistestProxy(t, srv.Addr())
-	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 2500*time.Millisecond), core.WithObserver(obsA), core.WithWatchdogTimeout(20*time.Second))
+	p, a, obsA := watchedBehindProxy(t, srv, 2500*time.Millisecond, core.WithWatchdogTimeout(20*time.Second))
 	aGot := lockLater(t, a.FairMutex("u", opts...), ctx)
 	waitInLine(t, obsA)
 	obsB := &waitSignal{waiting: make(chan int, 16)}

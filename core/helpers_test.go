@@ -186,3 +186,22 @@ func ghostWaiter(t testing.TB, rdb redis.Cmdable, name, member, st string) {
 	rdb.ZAdd(bg, base+":timeouts", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: member})
 	rdb.HSet(bg, base+":standing", member, st)
 }
+
+// windowOpts are a fair lock's options for the tests of claim windows: the
+// claim window, and a waiter timeout of 30s, so that a Client renews its
+// places in line only every 10s — long after the window has ended.
+func windowOpts(window time.Duration) []core.FairOption {
+	return []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+}
+
+// watchedBehindProxy returns a proxy to srv, and a Client that reaches srv
+// through it (go-redis read and write timeouts timeout) and tells obs when
+// its waiters wait: the tests cut such a Client off at the moment they
+// need.
+func watchedBehindProxy(t *testing.T, srv *redistest.Server, timeout time.Duration, opts ...core.Option) (p *redistest.Proxy, c *core.Client, obs *waitSignal) {
+	t.Helper()
+	p = redistestProxy(t, srv.Addr())
+	obs = &waitSignal{waiting: make(chan int, 16)}
+	c = newLocks(t, proxyClient(t, p.Addr(), timeout), append([]core.Option{core.WithObserver(obs)}, opts...)...)
+	return p, c, obs
+}

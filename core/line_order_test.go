@@ -42,7 +42,7 @@ func lineOrderRun(t *testing.T, seed uint64) {
 		waiters = 6
 		name    = "order"
 	)
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	opts := windowOpts(window)
 	ctx := ctxTimeout(t, time.Minute)
 	clients := []*core.Client{newLocks(t, rdb), newLocks(t, rdb), newLocks(t, rdb)}
 	bystander := newLocks(t, rdb)

@@ -39,7 +39,7 @@ func TestFairWokenWaitersThatAreGonePassOn(t *testing.T) {
 func TestFairWokenWaitersOfAGoneClientAcrossTheLinePassOn(t *testing.T) {
 	srv, rdb := single(t)
 	const window = 300 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	opts := windowOpts(window)
 	ctx := context.Background()
 	const name = "wga"
 	held := mustLock(t, newLocks(t, rdb).FairMutex(name, opts...), ctx)
@@ -53,9 +53,7 @@ func TestFairWokenWaitersOfAGoneClientAcrossTheLinePassOn(t *testing.T) {
 		}
 	}
 
-	p := redistestProxy(t, srv.Addr())
-	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
+	p, a, obsA := watchedBehindProxy(t, srv, 2*time.Second)
 	aCtx, aCancel := context.WithCancel(ctx)
 	defer aCancel()
 	fixed := core.LeaseTime(5 * time.Second)
@@ -96,15 +94,13 @@ func TestFairWokenWaitersOfAGoneClientAcrossTheLinePassOn(t *testing.T) {
 func TestFairWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
 	srv, rdb := single(t)
 	const window = 300 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	opts := windowOpts(window)
 	ctx := context.Background()
 	const name = "wleave"
 	r := newLocks(t, rdb)
 	held := mustLock(t, r.FairMutex(name, opts...), ctx)
 
-	p := redistestProxy(t, srv.Addr())
-	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second), core.WithObserver(obsA))
+	p, a, obsA := watchedBehindProxy(t, srv, 5*time.Second)
 	aCtx, aCancel := context.WithCancel(ctx)
 	defer aCancel()
 	aDone := lockNoLease(a.FairMutex(name, opts...), aCtx, core.LeaseTime(5*time.Second))
@@ -147,9 +143,7 @@ func TestSemaphoreWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
 	r := newLocks(t, rdb)
 	held := mustLock(t, r.Semaphore(name, 1), ctx)
 
-	p := redistestProxy(t, srv.Addr())
-	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second), core.WithObserver(obsA))
+	p, a, obsA := watchedBehindProxy(t, srv, 5*time.Second)
 	aCtx, aCancel := context.WithCancel(ctx)
 	defer aCancel()
 	aDone := lockNoLease(a.Semaphore(name, 1), aCtx, core.LeaseTime(5*time.Second))
@@ -192,9 +186,7 @@ func TestFairWokenWaiterThatIsGoneAfterAnExpiryPassesOn(t *testing.T) {
 	}
 	expires := time.Now().Add(lease)
 
-	p := redistestProxy(t, srv.Addr())
-	obsA := &waitSignal{waiting: make(chan int, 16)}
-	a := newLocks(t, proxyClient(t, p.Addr(), 2*time.Second), core.WithObserver(obsA))
+	p, a, obsA := watchedBehindProxy(t, srv, 2*time.Second)
 	aCtx, aCancel := context.WithCancel(ctx)
 	defer aCancel()
 	aDone := lockNoLease(a.FairMutex("we", opts...), aCtx)
@@ -279,7 +271,7 @@ func TestFairWokenWaiterInALostReleaseReplyPassesOn(t *testing.T) {
 	srv, direct := single(t)
 	rdb, tp := tapped(t, srv)
 	const window = 300 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	opts := windowOpts(window)
 	ctx := context.Background()
 	held := mustLock(t, newLocks(t, rdb).FairMutex("wl", opts...), ctx)
 	ghostWaiter(t, direct, "wl", "ghost", fmt.Sprintf("ghost||nobody||%d", time.Now().UnixMilli()))
@@ -309,7 +301,7 @@ func TestFairWokenWaiterInALostReleaseReplyPassesOn(t *testing.T) {
 func TestFairNudgedWaiterThatIsGonePassesOn(t *testing.T) {
 	_, rdb := single(t)
 	const window = 300 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	opts := windowOpts(window)
 	ctx := context.Background()
 	ghostWaiter(t, rdb, "wn", "ghost", fmt.Sprintf("ghost|30000|nobody||%d", time.Now().UnixMilli()))
 
@@ -330,7 +322,7 @@ func TestFairNudgedWaiterThatIsGonePassesOn(t *testing.T) {
 func TestFairWokenWaitersClientKeepsItsOtherPlaces(t *testing.T) {
 	_, rdb := single(t)
 	const window = 600 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	opts := windowOpts(window)
 	ctx := ctxTimeout(t, 30*time.Second)
 	held := mustLock(t, newLocks(t, rdb).FairMutex("wk", opts...), ctx)
 	order, wait := twoClientsInLine(t, ctx, rdb, "wk", opts, 2*window, core.LeaseTime(5*time.Second))
@@ -387,7 +379,7 @@ func twoClientsInLine(t *testing.T, ctx context.Context, rdb *redis.Client, name
 func TestFairNudgedWaitersClientKeepsItsOtherPlaces(t *testing.T) {
 	_, rdb := single(t)
 	const window = 600 * time.Millisecond
-	opts := []core.FairOption{core.FairClaimWindow(window), core.FairWaiterTimeout(30 * time.Second)}
+	opts := windowOpts(window)
 	ctx := ctxTimeout(t, 30*time.Second)
 	mustLock(t, newLocks(t, rdb).FairMutex("wkn", opts...), ctx)
 	order, wait := twoClientsInLine(t, ctx, rdb, "wkn", opts, 2*window)
