@@ -71,6 +71,7 @@ func eventually(d time.Duration, cond func() bool) bool {
 }
 
 func TestLateReplyNeverHandsOutADeadLease(t *testing.T) {
+	t.Parallel()
 	srv, direct := single(t)
 	p := redistestProxy(t, srv.Addr())
 	slow := proxyClient(t, p.Addr(), 5*time.Second)
@@ -303,6 +304,7 @@ func TestUnlockAfterLossSignalIsNotHeld(t *testing.T) {
 }
 
 func TestCloseDuringAPartitionIsBounded(t *testing.T) {
+	t.Parallel()
 	srv, _ := single(t)
 	p := redistestProxy(t, srv.Addr())
 	const readTimeout = 3 * time.Second // shorter than go-redis's default (5s)

@@ -19,6 +19,7 @@ import (
 // timeout), not for go-redis's retries and dials until the calls' own
 // five-second bound.
 func TestCloseEndsItsOwnCallsInAPartition(t *testing.T) {
+	t.Parallel()
 	const readTimeout = 500 * time.Millisecond
 	for _, tc := range []struct {
 		name        string

@@ -141,6 +141,7 @@ func waiterInLine(t *testing.T, rdb redis.UniversalClient, lock func(*core.Clien
 // it no notice (one push for the handoff, the grant's), and it still gets
 // the lock about one claim window after that grant.
 func TestFairGrantWatchedByADueWaiterPassesOn(t *testing.T) {
+	t.Parallel()
 	const window = 1500 * time.Millisecond
 	retryDueWatcher(t, "due", func(name string) dueWatcher {
 		opts := windowOpts(window)
@@ -155,6 +156,7 @@ func TestFairGrantWatchedByADueWaiterPassesOn(t *testing.T) {
 // 5s: B's Client renews its place every third of it, which would let it
 // in up to 1.7s after the grant's end, so B must be in sooner than that.
 func TestSemaphoreGrantWatchedByADueWaiterPassesOn(t *testing.T) {
+	t.Parallel()
 	retryDueWatcher(t, "sdue", func(name string) dueWatcher {
 		return dueWatcher{
 			lock:   func(c *core.Client) core.Locker { return c.Semaphore(name, 1) },
@@ -166,6 +168,7 @@ func TestSemaphoreGrantWatchedByADueWaiterPassesOn(t *testing.T) {
 // The same for an RW lock's write lock. Its waiters' places last 3s, and
 // their Client renews them every second, so B must be in sooner than that.
 func TestRWGrantWatchedByADueWaiterPassesOn(t *testing.T) {
+	t.Parallel()
 	retryDueWatcher(t, "rwdue", func(name string) dueWatcher {
 		return dueWatcher{
 			lock:   func(c *core.Client) core.Locker { return c.RWMutex(name) },
@@ -256,6 +259,7 @@ func checkDueWatcher(t *testing.T, name string, k dueWatcher) bool {
 // grantee that is gone still holds the line up for one claim window, not
 // for the next waiter's bounded re-check (its waiter timeout: 30s here).
 func TestFairGrantWatcherLeavingTellsTheNext(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	const name, window = "wl", 600 * time.Millisecond
 	opts, held := heldFair(t, rdb, name, window)
@@ -306,6 +310,7 @@ func TestFairGrantWatcherLeavingTellsTheNext(t *testing.T) {
 // so it gets the lock about one claim window after that grant, past the
 // gone Client's place ahead of it, not at its own bounded re-check.
 func TestFairDueWaiterInALongLineLooksAgainAtTheNextGrantsEnd(t *testing.T) {
+	t.Parallel()
 	for run := range 3 {
 		if checkDueInLongLine(t, "long"+strconv.Itoa(run)) {
 			return
@@ -420,6 +425,7 @@ func ghostsBehind(t *testing.T, rdb *redis.Client, name string, n int) {
 // next waiter gets the lock about one claim window after the grant, not
 // when that place's waiter timeout (30s here) ends.
 func TestFairGrantWatcherLeavingCutsTheGoneClientsPlaces(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	const name, window = "wcut", 600 * time.Millisecond
 	opts, held := heldFair(t, rdb, name, window)

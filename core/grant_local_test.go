@@ -63,6 +63,7 @@ func TestGrantToALocalWaiterComesWithTheReply(t *testing.T) {
 // claim window (its Client's keep calls, every 10 s here, come too late to
 // find it), and its Client claims the hold.
 func TestFairGrantInALostReleaseReplyIsFound(t *testing.T) {
+	t.Parallel()
 	srv, _ := single(t)
 	rdb, tp := tapped(t, srv)
 	obs := &waitSignal{waiting: make(chan int, 16)}

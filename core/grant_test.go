@@ -143,6 +143,7 @@ func TestFairGrantIsClaimed(t *testing.T) {
 // the lock with a later token; the cut-off grantee's Lock does not return a
 // lease that outlived its hold.
 func TestFairGrantToAGoneWaiterPassesOn(t *testing.T) {
+	t.Parallel()
 	// The next waiter re-checks every third of its 900ms waiter timeout.
 	checkGoneGrantee(t, "d", 900*time.Millisecond, 1, 3)
 }
@@ -152,6 +153,7 @@ func TestFairGrantToAGoneWaiterPassesOn(t *testing.T) {
 // the release, although its own bounded re-check (a third of the waiter
 // timeout: 10s) is much further off.
 func TestFairGrantToAGoneWaiterPassesOnAtTheClaimWindow(t *testing.T) {
+	t.Parallel()
 	checkGoneGrantee(t, "dn", 30*time.Second, 1, 4)
 }
 
@@ -161,12 +163,14 @@ func TestFairGrantToAGoneWaiterPassesOnAtTheClaimWindow(t *testing.T) {
 // (a Client that lives renews them in time), and the first waiter of
 // another Client is the one told to look again then.
 func TestFairGrantToAGoneClientWithWaitersPassesOn(t *testing.T) {
+	t.Parallel()
 	checkGoneGrantee(t, "dc", 30*time.Second, 3, 4)
 }
 
 // More of a gone Client's waiters at the head of the line than one read of
 // it takes in (16) are cut down to the claim window all the same.
 func TestFairGrantToAGoneClientWithManyWaitersPassesOn(t *testing.T) {
+	t.Parallel()
 	checkGoneGrantee(t, "dm", 30*time.Second, 40, 4)
 }
 
@@ -231,6 +235,7 @@ func checkGoneGrantee(t *testing.T, name string, waiterTimeout time.Duration, wa
 // by polling) finds the grant at its next attempt, answered from its
 // record, and still claims it: its lease outlives the claim window.
 func TestFairGrantFoundWithoutThePushIsClaimed(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	holder := newLocks(t, rdb)
 	p := redistestProxy(t, srv.Addr())
@@ -290,6 +295,7 @@ func TestFairFixedLeaseWaiterTakesTheLockItself(t *testing.T) {
 // push reached it) is told its lease is lost by the end of the claim
 // window, the moment Redis may give the lock to the next waiter.
 func TestFairGrantNotClaimedIsToldByTheEndOfTheWindow(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	holder := newLocks(t, rdb)
 	p := redistestProxy(t, srv.Addr())
@@ -323,6 +329,7 @@ func TestFairGrantNotClaimedIsToldByTheEndOfTheWindow(t *testing.T) {
 // waiter timeout would renew them much later: its second waiter keeps its
 // turn ahead of another Client's waiter that queued after it.
 func TestFairGrantKeepsTheGranteeClientsOtherPlaces(t *testing.T) {
+	t.Parallel()
 	_, rdb := single(t)
 	const window = 300 * time.Millisecond
 	opts := windowOpts(window)
@@ -388,6 +395,7 @@ func servedOrder(t *testing.T, order <-chan string, n int) []string {
 // window instead of being extended to the watchdog lease while the Unlock
 // tries, and the next waiter gets the lock then.
 func TestFairGrantBeingReleasedIsNotClaimed(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	const window = 600 * time.Millisecond
 	opts := []core.FairOption{core.FairClaimWindow(window)}

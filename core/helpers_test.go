@@ -14,11 +14,13 @@ import (
 )
 
 // The engine's tests run one after another, each on redis-servers of its
-// own, except a few long ones that spend their time waiting (a Sentinel
-// deployment's failovers, partitions, leases running out): those call
-// t.Parallel() and run together once the others are done, two at a time
-// (go test's -parallel, GOMAXPROCS by default). They change no package
-// state (SetMaxOutageWait and the like stay in sequential tests).
+// own, except the long ones that spend their time waiting (a Sentinel
+// deployment's failovers, partitions, claim windows and leases running
+// out): those call t.Parallel() and run together once the others are
+// done, four at a time (make test passes -parallel 4; go test's default is
+// GOMAXPROCS). They change no package state (SetMaxOutageWait and the like
+// stay in sequential tests), read no process-wide figures (goroutines,
+// memory), and start no Cluster.
 
 // newLocks returns a core.Client on rdb, closed when the test ends.
 func newLocks(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {

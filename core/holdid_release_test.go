@@ -12,6 +12,7 @@ import (
 
 // A late win's give-back never touches the hold Lock's retry won for the same owner.
 func TestLateGiveBackSparesTheRetrysHold(t *testing.T) {
+	t.Parallel()
 	for _, k := range holdKinds() {
 		t.Run(k.name, func(t *testing.T) {
 			srv, direct := single(t)

@@ -14,6 +14,7 @@ import (
 
 // A replayed win whose hold expired never becomes a lease while another client holds the lock.
 func TestReplayedWinOfAnExpiredHoldIsNoLease(t *testing.T) {
+	t.Parallel()
 	srv, direct := single(t)
 	ctx := context.Background()
 	insp := newLocks(t, direct)

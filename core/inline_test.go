@@ -120,6 +120,7 @@ func TestCancelledLockGivesBack(t *testing.T) {
 // A Lock under a deadline nearer than the client's timeouts allow is not
 // kept past it while Redis is silent.
 func TestLockReturnsAtItsDeadlineDuringAPartition(t *testing.T) {
+	t.Parallel()
 	srv, _ := single(t)
 	p := redistestProxy(t, srv.Addr())
 	c := newLocks(t, retryingProxyClient(t, p.Addr(), 3*time.Second))
@@ -137,6 +138,7 @@ func TestLockReturnsAtItsDeadlineDuringAPartition(t *testing.T) {
 // inline, and go-redis ends its calls at the deadline: during a partition
 // the Lock returns at its deadline, not later.
 func TestInlineLockKeepsItsDeadlineDuringAPartition(t *testing.T) {
+	t.Parallel()
 	srv, _ := single(t)
 	p := redistestProxy(t, srv.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})

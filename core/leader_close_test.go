@@ -12,6 +12,7 @@ import (
 // context: with Redis cut off, Close must end its reads (a read in progress
 // at its read timeout), not wait out go-redis's retries of each.
 func TestObserveEndsWhenTheClientClosesInAPartition(t *testing.T) {
+	t.Parallel()
 	srv, direct := single(t)
 	p := redistestProxy(t, srv.Addr())
 	const readTimeout = 3 * time.Second // shorter than go-redis's default (5s)

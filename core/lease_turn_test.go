@@ -15,6 +15,7 @@ import (
 // background, once the Extend is over), and an Extend behind a slow Unlock
 // likewise.
 func TestUnlockDoesNotWaitPastItsContextForAnExtend(t *testing.T) {
+	t.Parallel()
 	srv, direct := single(t)
 	p := redistestProxy(t, srv.Addr())
 	c := newLocks(t, retryingProxyClient(t, p.Addr(), 5*time.Second))

@@ -258,6 +258,7 @@ func TestScriptsLoadAndSurviveScriptFlush(t *testing.T) {
 }
 
 func TestWonAsContextEndsIsReleased(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	proxy := redistestProxy(t, srv.Addr())
 	c := newLocks(t, proxyClient(t, proxy.Addr(), 5*time.Second))

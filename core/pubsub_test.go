@@ -229,6 +229,7 @@ func TestReleaseLostInPubSubOutageCostsNothing(t *testing.T) {
 // falls back to bounded waits: a release still reaches it within seconds,
 // not after the holder's TTL.
 func TestWaiterWithStuckPubSubStillSeesRelease(t *testing.T) {
+	t.Parallel()
 	srv := redistest.NewServer(t)
 	pool, pubsub := redistest.NewProxy(t, srv.Addr()), redistest.NewProxy(t, srv.Addr())
 	rdb := splitClient(t, pool.Addr(), pubsub.Addr())

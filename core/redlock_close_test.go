@@ -14,6 +14,7 @@ import (
 // in progress at its read timeout — not after go-redis's retries against the
 // silent node (each a read timeout more: here 6s from the call's start).
 func TestRedLockNodeCallsEndWhenTheirClientCloses(t *testing.T) {
+	t.Parallel()
 	srvs := redistest.NewServers(t, 3)
 	proxy := redistestProxy(t, srvs[2].Addr())
 	const readTimeout = 3 * time.Second // shorter than go-redis's default (5s)

@@ -84,6 +84,7 @@ func TestRedLockLateFenceRaiseLeavesALaterHold(t *testing.T) {
 // under its own token, is released with the others, not left held by
 // nobody until its lease ends.
 func TestRedLockUnlockPaysAMissedFenceRaise(t *testing.T) {
+	t.Parallel()
 	nodes := redlockNodes(t, 3)
 	waitAged(t, nodes...)
 	rl := core.NewRedLock(clientsOf(nodes), "fence-owed")

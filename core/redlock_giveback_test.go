@@ -14,6 +14,7 @@ import (
 // fails (here refused for 200ms) is tried again until it lands, as an
 // attempt's settlement is, not left to the hold's lease.
 func TestRedLockFailedGiveBackIsRetried(t *testing.T) {
+	t.Parallel()
 	nodes := redlockNodes(t, 3)
 	waitAged(t, nodes...)
 	rl := core.NewRedLock(clientsOf(nodes), "give-back")

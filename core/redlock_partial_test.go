@@ -15,6 +15,7 @@ import (
 // same token — and the outer lease keeps its lock; each Unlock gives back
 // its own part, and the last one frees every node.
 func TestRedLockReentryOverANodeTheHoldMissed(t *testing.T) {
+	t.Parallel()
 	nodes := redlockNodes(t, 3)
 	waitAged(t, nodes...)
 	rl := core.NewRedLock(clientsOf(nodes), "partial-reentry")
@@ -54,6 +55,7 @@ func TestRedLockReentryOverANodeTheHoldMissed(t *testing.T) {
 // of the lease (never renewed nor released by it): the grant is given back
 // at once, not left to its lease.
 func TestRedLockLateGrantOfAWonRoundIsGivenBack(t *testing.T) {
+	t.Parallel()
 	nodes := redlockNodes(t, 3)
 	waitAged(t, nodes...)
 	rl := core.NewRedLock(clientsOf(nodes), "late-grant")
@@ -80,6 +82,7 @@ func TestRedLockLateGrantOfAWonRoundIsGivenBack(t *testing.T) {
 // lost to a read timeout, within the round's bound): the round is won
 // without it, and what it may have won there is given back.
 func TestRedLockLostReplyOfAWonRoundIsGivenBack(t *testing.T) {
+	t.Parallel()
 	nodes := redlockNodes(t, 3)
 	nodes[2].c = newLocks(t, proxyClient(t, nodes[2].proxy.Addr(), 100*time.Millisecond), core.WithWatchdogTimeout(redlockLease))
 	waitAged(t, nodes...)

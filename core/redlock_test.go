@@ -293,6 +293,7 @@ func TestRedLockConstruction(t *testing.T) {
 // same client (whose renewals share the watchdog) must not be reported lost
 // because the RedLock's renewal waits for the silent node.
 func TestRedLockSlowNodeDoesNotStarveOtherRenewals(t *testing.T) {
+	t.Parallel()
 	srvs := redistest.NewServers(t, 3)
 	proxy := redistest.NewProxy(t, srvs[2].Addr())
 	const timeout = 900 * time.Millisecond

@@ -88,6 +88,7 @@ func TestGiveBackIsSentAgainOnANewMaster(t *testing.T) {
 // its read timeout), the lock expires within the watchdog lease instead of
 // being renewed for as long as the Unlock tries, and a waiter gets it then.
 func TestHoldBeingReleasedIsNotRenewed(t *testing.T) {
+	t.Parallel()
 	const wd = 1200 * time.Millisecond
 	ctx := context.Background()
 	a, p, rdb := throughProxy(t, 2500*time.Millisecond, core.WithWatchdogTimeout(wd))

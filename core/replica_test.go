@@ -40,6 +40,7 @@ func replicaPair(t *testing.T) (master, replica *redistest.Server) {
 }
 
 func TestReplicaSync(t *testing.T) {
+	t.Parallel()
 	master, replica := replicaPair(t)
 	rdb := master.NewClient(t)
 	c := newLocks(t, rdb, core.WithReplicaSync(1, 300*time.Millisecond))

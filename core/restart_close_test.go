@@ -16,6 +16,7 @@ import (
 // a second probe.) Six Clients at once, so that a watch that can still
 // probe after Close is caught almost always.
 func TestCloseDuringARestartProbeStartsNoOther(t *testing.T) {
+	t.Parallel()
 	const readTimeout = 3 * time.Second // go-redis's default
 	var wg sync.WaitGroup
 	took := make([]time.Duration, 6)

@@ -18,6 +18,7 @@ import (
 // again on its own, and that Client tells its observer once that wake-ups
 // are off.
 func TestRingWaitsWithoutPubSub(t *testing.T) {
+	t.Parallel()
 	a, b := redistest.NewServer(t), redistest.NewServer(t)
 	rdb := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
 	t.Cleanup(func() { _ = rdb.Close() })

@@ -128,6 +128,7 @@ func TestRWDeadGranteePassesOn(t *testing.T) {
 // not until a Client's next renewal of its places. For a write grant and
 // for a read grant (the waiter behind it a writer).
 func TestRWGrantWatcherLeavingTellsTheNext(t *testing.T) {
+	t.Parallel()
 	for _, side := range []string{"w", "r"} {
 		t.Run(side, func(t *testing.T) { checkRWWatcherLeaving(t, side) })
 	}

@@ -17,6 +17,7 @@ import (
 // times at most. Every place outlives ten waiter timeouts, and the line is
 // served in arrival order.
 func TestKeptPlacesNeedNoRetries(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	const wt = 300 * time.Millisecond
 	const hold = 3 * time.Second
@@ -91,6 +92,7 @@ func TestKeptPlaceLostJoinsAgain(t *testing.T) {
 // answered the grant — well inside the claim window, not at its fallback
 // look three to six waiter timeouts later.
 func TestKeptPlaceGrantedWithoutPushIsClaimed(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	const wt = 900 * time.Millisecond
 	opts := []core.FairOption{core.FairWaiterTimeout(wt), core.FairClaimWindow(2 * time.Second)}

@@ -20,6 +20,7 @@ import (
 // releasing Client looks at the line again when the woken waiter's place
 // ends, evicts it and wakes the next.
 func TestFairWokenWaiterThatIsGonePassesOn(t *testing.T) {
+	t.Parallel()
 	checkGoneGrantee(t, "wg", 30*time.Second, 1, 4, core.LeaseTime(5*time.Second))
 }
 
@@ -27,6 +28,7 @@ func TestFairWokenWaiterThatIsGonePassesOn(t *testing.T) {
 // for one claim window in all: the release that woke the first cut the
 // places of the others right behind it too.
 func TestFairWokenWaitersThatAreGonePassOn(t *testing.T) {
+	t.Parallel()
 	checkGoneGrantee(t, "wgs", 30*time.Second, 3, 2, core.LeaseTime(5*time.Second))
 }
 
@@ -37,6 +39,7 @@ func TestFairWokenWaitersThatAreGonePassOn(t *testing.T) {
 // a2 (gone), b. Without the cut, a2 came to the head once c had been served
 // and was woken in turn: b waited two claim windows.
 func TestFairWokenWaitersOfAGoneClientAcrossTheLinePassOn(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	const window = 300 * time.Millisecond
 	opts := windowOpts(window)
@@ -137,6 +140,7 @@ func TestFairWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
 // leaving Client, looking at the line when the woken place ends, takes the
 // gone waiter out of line.
 func TestSemaphoreWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	ctx := ctxTimeout(t, 30*time.Second)
 	const name = "wsleave"
@@ -174,6 +178,7 @@ func TestSemaphoreWaiterLeavingAfterItsWakeUpLooksAtTheLine(t *testing.T) {
 // moves on within a keep period and a claim window of the expiry, not when
 // the gone waiter's place times out (9s after its last renewal).
 func TestFairWokenWaiterThatIsGoneAfterAnExpiryPassesOn(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	const window = 300 * time.Millisecond
 	const wt = 9 * time.Second // places renewed every 3s
@@ -320,6 +325,7 @@ func TestFairNudgedWaiterThatIsGonePassesOn(t *testing.T) {
 // keep period (10s) — so its second waiter keeps its turn before a later
 // Client's.
 func TestFairWokenWaitersClientKeepsItsOtherPlaces(t *testing.T) {
+	t.Parallel()
 	_, rdb := single(t)
 	const window = 600 * time.Millisecond
 	opts := windowOpts(window)
@@ -377,6 +383,7 @@ func twoClientsInLine(t *testing.T, ctx context.Context, rdb *redis.Client, name
 // leases (the claim window, 600ms, is far shorter than its keep period,
 // 10s), so its second waiter keeps its turn before a later Client's.
 func TestFairNudgedWaitersClientKeepsItsOtherPlaces(t *testing.T) {
+	t.Parallel()
 	_, rdb := single(t)
 	const window = 600 * time.Millisecond
 	opts := windowOpts(window)

@@ -89,6 +89,7 @@ func TestLossWhenKeyDeleted(t *testing.T) {
 // renewals time out, and its lease context must be cancelled before the
 // server-side lease runs out, i.e. before anyone else could take the lock.
 func TestLossBeforeExpiryWhenCutOff(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	proxy := redistestProxy(t, srv.Addr())
 	const timeout = 3 * time.Second // drift margin 32ms: above scheduling noise under -race
@@ -246,6 +247,7 @@ func TestMixedLeasesNeverShortenTheLock(t *testing.T) {
 // more permits than a release frees; the younger one, which fits, must not
 // sleep until some holder's lease runs out.
 func TestSemaphoreReleaseWakesAWaiterThatFits(t *testing.T) {
+	t.Parallel()
 	_, rdb := single(t)
 	holders, waiters := newLocks(t, rdb), newLocks(t, rdb)
 	ctx := context.Background()
@@ -295,6 +297,7 @@ func TestSemaphoreReleaseWakesAWaiterThatFits(t *testing.T) {
 // TestUnlockReturnsWhenContextEnds: with Redis cut off, Unlock gives up when
 // its context ends instead of waiting out the client's timeouts.
 func TestUnlockReturnsWhenContextEnds(t *testing.T) {
+	t.Parallel()
 	srv, rdb := single(t)
 	proxy := redistestProxy(t, srv.Addr())
 	c := newLocks(t, proxyClient(t, proxy.Addr(), 3*time.Second))
