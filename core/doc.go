@@ -104,7 +104,7 @@
 // pushed on the waiter's Client's channel, so its Lock returns without
 // another round trip; a waiter whose push was lost is answered the grant at
 // its next bounded re-check. A grantee that is gone holds the lock up for
-// about one claim window (2s by default). A RedLock's waiters (one lock on
+// at most one claim window (2s by default). A RedLock's waiters (one lock on
 // independent servers) subscribe to the lock's channel instead and retry
 // when a release is published or when the holder's TTL runs out. See
 // KINDS.md for each kind's line.

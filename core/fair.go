@@ -75,19 +75,22 @@ func FairWaiterTimeout(d time.Duration) FairOption {
 	}
 }
 
-// DefaultFairClaimWindow is the first lease of a hold a release hands to
-// the next waiter; see FairClaimWindow.
+// DefaultFairClaimWindow is the longest a waiter that died at the head of
+// a line holds the lock up by default; see FairClaimWindow.
 const DefaultFairClaimWindow = 2 * time.Second
 
 // FairClaimWindow sets the claim window of the lock's grants: a release
 // hands the lock straight to the first waiter in line (when it waits with
-// the watchdog) with a lease of this long (or its watchdog timeout, if
-// shorter), which the waiter's Client extends by renewing it once a third
-// of it has passed. A waiter that died, was stopped or cut off after it
-// reached the head of the line therefore holds the lock up for about one
-// claim window: the release tells the next waiter when it ends. Default DefaultFairClaimWindow (2s); every handle of
-// one lock should use the same. A d under 50ms makes every call fail with
-// ErrInvalidOption.
+// the watchdog) with a first lease a little shorter than d (by a tenth of
+// d, at most 100ms; or its watchdog timeout, if shorter), which the
+// waiter's Client extends by renewing it once a third of it has passed. A
+// waiter that died, was stopped or cut off after it reached the head of
+// the line therefore holds the lock up for at most one claim window: the
+// release tells the next waiter when that lease ends, and the rest of d is
+// that waiter's time to look again and take the lock. A waiter with a
+// fixed LeaseTime, woken to take the lock itself, keeps its place as long.
+// Default DefaultFairClaimWindow (2s); every handle of one lock should use
+// the same. A d under 50ms makes every call fail with ErrInvalidOption.
 func FairClaimWindow(d time.Duration) FairOption {
 	return func(f *FairMutex) {
 		if d < 50*time.Millisecond {
@@ -97,6 +100,20 @@ func FairClaimWindow(d time.Duration) FairOption {
 		f.claimWindow = d
 	}
 }
+
+// claimLease is what the scripts are given for a claim window d: a grant's
+// first lease, and how long the place of a waiter woken to take the lock
+// itself lasts. It is d less a pass-on margin — a tenth of d, at most
+// 100ms — for the next waiter, told when the lease ends, to look again and
+// take the lock (a push and a round trip), so that a grantee that is gone
+// holds the lock up for at most d, not d and that look.
+func claimLease(d time.Duration) time.Duration {
+	return d - min(d/10, 100*time.Millisecond)
+}
+
+// defaultClaimLease is the claim lease of the default claim window, which
+// semaphores and RW locks use.
+var defaultClaimLease = claimLease(DefaultFairClaimWindow)
 
 // FairMutex returns the fair lock called name. Name rules are Mutex's; an
 // invalid name or option makes every call fail (nothing is sent to Redis).
@@ -201,11 +218,11 @@ func (a fairAttempt) member(t try) string { return t.owner }
 
 func (f *FairMutex) lineKey() string             { return f.queue }
 func (f *FairMutex) placeTimeout() time.Duration { return f.waiterTimeout }
-func (f *FairMutex) wakeWindow() time.Duration   { return f.claimWindow }
+func (f *FairMutex) wakeWindow() time.Duration   { return claimLease(f.claimWindow) }
 
 func (f *FairMutex) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
 	return scriptFairKeep.Run(ctx, f.c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.standing, f.chPrefix},
-		append([]any{pub, ms(ttl), ms(f.claimWindow)}, places...)...)
+		append([]any{pub, ms(ttl), ms(claimLease(f.claimWindow))}, places...)...)
 }
 
 func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
@@ -220,7 +237,7 @@ func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	return a.c.acquireScript(ctx, a, t, scriptFairAcquire,
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.fence, a.chPrefix, a.k.receipt(t.id), a.standing},
 		t.owner, ms(t.lease), ms(fenceTTL), ms(a.waiterTimeout), pub, join, t.recordTTL(),
-		boolArg(t.watchdog), t.replayArg(), t.id, a.c.id, a.kindArg(), t.seq, ms(a.claimWindow))
+		boolArg(t.watchdog), t.replayArg(), t.id, a.c.id, a.kindArg(), t.seq, ms(claimLease(a.claimWindow)))
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy
@@ -244,7 +261,7 @@ func (f *FairMutex) leave(ctx context.Context, member, id string) error {
 		return err
 	}
 	return f.c.leftLine(f, scriptFairLeave.Run(ctx, f.c.rdb, []string{f.k.lock, f.queue, f.deadlines, f.chPrefix, f.standing},
-		member, pub, id, ms(f.claimWindow)))
+		member, pub, id, ms(claimLease(f.claimWindow))))
 }
 
 func (a fairAttempt) renew(ctx context.Context, pipe redis.Pipeliner, r renewal) *redis.Cmd {
@@ -267,7 +284,7 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 	rep, err := decodeRelease(a.c.run(ctx, scriptFairRelease,
 		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix, a.k.fence, a.standing},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
-		ms(fenceTTL), ms(a.claimWindow), ms(receiptTTL), a.c.id))
+		ms(fenceTTL), ms(claimLease(a.claimWindow)), ms(receiptTTL), a.c.id))
 	a.c.handOver(a.FairMutex, a.channel(""), rep, err)
 	return rep, err
 }

@@ -157,6 +157,44 @@ func TestFairGrantToAGoneWaiterPassesOnAtTheClaimWindow(t *testing.T) {
 	checkGoneGrantee(t, "dn", 30*time.Second, 1, 4)
 }
 
+// A grantee that is gone holds the lock up for at most the claim window
+// (here the default, 2s), not the window and the next waiter's look: the
+// grant's first lease is the window less a pass-on margin, and the waiter
+// behind, told when that lease ends, looks again and takes the lock within
+// the window.
+func TestFairGrantToAGoneWaiterHoldsTheLockUpForAtMostTheWindow(t *testing.T) {
+	t.Parallel()
+	srv, rdb := single(t)
+	const name = "gwin"
+	ctx := context.Background()
+	held := mustLock(t, newLocks(t, rdb).FairMutex(name), ctx)
+
+	p, a, obsA := watchedBehindProxy(t, srv, 2*time.Second)
+	aCtx, aCancel := context.WithCancel(ctx)
+	defer aCancel()
+	aDone := lockNoLease(a.FairMutex(name), aCtx)
+	waitInLine(t, obsA)
+	bGot := lockLater(t, newLocks(t, rdb).FairMutex(name), ctx)
+	waitUntil(t, 5*time.Second, "the second waiter not in line", func() bool {
+		return rdb.LLen(ctx, "keylock:{"+name+"}:queue").Val() == 2
+	})
+
+	p.Blackhole()
+	mustUnlock(t, held) // grants the lock to a's waiter, who never hears of it
+	granted := time.Now()
+	if ttl := rdb.PTTL(ctx, "keylock:{"+name+"}").Val(); ttl <= 0 || ttl > core.DefaultFairClaimWindow-100*time.Millisecond {
+		t.Fatalf("the grant's lease: %v left, want at most the claim window less the 100ms pass-on margin", ttl)
+	}
+	l := awaitLease(t, bGot, 5*time.Second, "the waiter behind the gone grantee")
+	if took := time.Since(granted); took > core.DefaultFairClaimWindow {
+		t.Errorf("the waiter behind the gone grantee got the lock %v after the grant, want within the claim window (%v)", took, core.DefaultFairClaimWindow)
+	}
+	mustUnlock(t, l)
+	aCancel()
+	p.Pass()
+	cancelledOnly(t, aDone)
+}
+
 // A Client that is gone with several waiters in line holds it up for one
 // claim window too, not for its places' waiter timeout: the grant to its
 // first waiter cuts its other waiters' places down to the claim window

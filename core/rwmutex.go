@@ -163,7 +163,7 @@ func (r rwRead) acquire(ctx context.Context, t try) (acquireReply, error) {
 	}
 	return r.c.acquireScript(ctx, r, t, scriptRWReadAcquire, r.lineKeys(t.id),
 		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), t.replayArg(), boolArg(t.watchdog),
-		ms(writeIntentTTL), pub, t.id, r.c.id, ms(DefaultFairClaimWindow), ms(receiptTTL), t.seq)
+		ms(writeIntentTTL), pub, t.id, r.c.id, ms(defaultClaimLease), ms(receiptTTL), t.seq)
 }
 
 func (r rwRead) abort(ctx context.Context, t try) error {
@@ -193,7 +193,7 @@ func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (r
 	rep, err := decodeRelease(r.c.run(ctx, scriptRWReadRelease,
 		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.k.lock, r.intents, r.k.fence, r.queue, r.deadlines, r.standing, r.chPrefix},
 		rel.owner, ms(rel.wdLease), pub, ms(rel.keep), abort, tokenArg(rel.token), boolArg(rel.watchdog),
-		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL), r.c.id))
+		ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL), r.c.id))
 	r.c.handOver(r.RWMutex, r.channel(""), rep, err)
 	return rep, err
 }
@@ -223,7 +223,7 @@ func (w rwWrite) acquire(ctx context.Context, t try) (acquireReply, error) {
 	}
 	return w.c.acquireScript(ctx, w, t, scriptRWWriteAcquire, w.lineKeys(t.id),
 		t.owner, ms(t.lease), ms(fenceTTL), ms(writeIntentTTL), join, t.recordTTL(), boolArg(t.watchdog), t.replayArg(),
-		pub, t.id, w.c.id, ms(DefaultFairClaimWindow), ms(receiptTTL), t.seq)
+		pub, t.id, w.c.id, ms(defaultClaimLease), ms(receiptTTL), t.seq)
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy
@@ -257,7 +257,7 @@ func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (re
 	rep, err := decodeRelease(w.c.run(ctx, scriptRWWriteRelease,
 		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.readers, w.counts, w.k.fence, w.queue, w.deadlines, w.standing, w.chPrefix},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
-		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL), w.c.id))
+		ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL), w.c.id))
 	w.c.handOver(w.RWMutex, w.channel(""), rep, err)
 	return rep, err
 }
@@ -272,7 +272,7 @@ func (rw *RWMutex) line() waitLine        { return rw }
 
 func (rw *RWMutex) lineKey() string             { return rw.queue }
 func (rw *RWMutex) placeTimeout() time.Duration { return writeIntentTTL }
-func (rw *RWMutex) wakeWindow() time.Duration   { return DefaultFairClaimWindow }
+func (rw *RWMutex) wakeWindow() time.Duration   { return defaultClaimLease }
 
 // lineKeys are the keys of the RW scripts that serve the line, with the
 // record of attempt id.
@@ -283,7 +283,7 @@ func (rw *RWMutex) lineKeys(id string) []string {
 
 func (rw *RWMutex) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
 	return scriptRWKeep.Run(ctx, rw.c.rdb, rw.lineKeys(""),
-		append([]any{pub, ms(ttl), ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)}, places...)...)
+		append([]any{pub, ms(ttl), ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL)}, places...)...)
 }
 
 // leave takes the waiter of attempt id (member in line) out of the line.
@@ -293,5 +293,5 @@ func (rw *RWMutex) leave(ctx context.Context, member, id string) error {
 		return err
 	}
 	return rw.c.leftLine(rw, scriptRWLeave.Run(ctx, rw.c.rdb, rw.lineKeys(id), member, pub, id,
-		ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)))
+		ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL)))
 }

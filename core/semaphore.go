@@ -218,7 +218,7 @@ func (a semAttempt) member(t try) string { return t.id }
 
 func (s *Semaphore) lineKey() string             { return s.queue }
 func (s *Semaphore) placeTimeout() time.Duration { return DefaultFairWaiterTimeout }
-func (s *Semaphore) wakeWindow() time.Duration   { return DefaultFairClaimWindow }
+func (s *Semaphore) wakeWindow() time.Duration   { return defaultClaimLease }
 
 // scriptKeys is the key table the semaphore's scripts share (lib_sem.lua):
 // holders hash and deadlines, permit count, fence, the line (queue,
@@ -232,7 +232,7 @@ func (s *Semaphore) scriptKeys(own ...string) []string {
 // count for sem_set_permits), the fence TTL, the claim window and a grant
 // record's shortest life, then the script's own.
 func (s *Semaphore) scriptArgs(pub string, permits int, own ...any) []any {
-	return append([]any{pub, permits, ms(fenceTTL), ms(DefaultFairClaimWindow), ms(receiptTTL)}, own...)
+	return append([]any{pub, permits, ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL)}, own...)
 }
 
 func (s *Semaphore) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
