@@ -281,8 +281,10 @@ func TestFairGrantFoundWithoutThePushIsClaimed(t *testing.T) {
 	waiter := newLocks(t, proxyClient(t, p.Addr(), 5*time.Second), core.WithWatchdogTimeout(6*time.Second))
 	ctx := context.Background()
 	// Polling waits are at most a second apart: the grant's first lease
-	// outlives the next one.
-	const window = 1500 * time.Millisecond
+	// (2.4s of this window) outlives the next one by more than a second,
+	// time enough for the claim however late in that second the waiter
+	// finds its grant.
+	const window = 2500 * time.Millisecond
 	held := mustLock(t, holder.FairMutex("n", core.FairClaimWindow(window)), ctx)
 	got := lockLater(t, waiter.FairMutex("n", core.FairClaimWindow(window)), ctx)
 	time.Sleep(300 * time.Millisecond) // in line, polling
