@@ -62,9 +62,10 @@ type Config struct {
 	Alone bool
 
 	// Kinds are the lock kinds measured (default AllKinds). The locks
-	// (bare, mutex, fair) run on one key; the handoff and waiter runs take
-	// the core locks among them; the semaphores (baresem, semaphore) and
-	// the read-write locks (barerw, rw) have runs of their own.
+	// (bare, floor-push, mutex, fair) run on one key; the handoff and
+	// waiter runs take the core locks and the floor among them; the
+	// semaphores (baresem, semaphore) and the read-write locks (barerw, rw)
+	// have runs of their own.
 	Kinds []Kind
 }
 
@@ -121,6 +122,9 @@ func (c Config) withDefaults() (Config, error) {
 var (
 	lockKinds     = func(k Kind) bool { return k.family() == familyLock }
 	coreLockKinds = func(k Kind) bool { return k.family() == familyLock && !k.bare() }
+	// pushLockKinds are the kinds of the handoff and waiter runs: the core
+	// locks and the push-handoff floor beside them.
+	pushLockKinds = func(k Kind) bool { return coreLockKinds(k) || k == KindFloorPush }
 	semKinds      = func(k Kind) bool { return k.family() == familySem }
 	rwKinds       = func(k Kind) bool { return k.family() == familyRW }
 )

@@ -86,7 +86,7 @@ func checkReport(t *testing.T, rep *Report) {
 	checkContended(t, "contended runs", rep.Throughput, cfg.kinds(lockKinds), 1, cfg)
 	checkContended(t, "semaphore runs", rep.Semaphore, cfg.kinds(semKinds), cfg.Permits, cfg)
 	checkContended(t, "read-write runs", rep.RW, cfg.kinds(rwKinds), 0, cfg)
-	if want := len(cfg.kinds(coreLockKinds)); len(rep.Handoff) != want {
+	if want := len(cfg.kinds(pushLockKinds)); len(rep.Handoff) != want {
 		t.Errorf("handoff runs: got %d, want %d", len(rep.Handoff), want)
 	}
 	for _, h := range rep.Handoff {
@@ -98,7 +98,7 @@ func checkReport(t *testing.T, rep *Report) {
 	if q := rep.QuietPing; len(rep.Handoff) > 0 && (q.N != min(cfg.Handoffs, 200) || q.P50 <= 0 || q.P50 > q.P99 || q.BusyP50 <= 0) {
 		t.Errorf("the quiet PING baseline: %+v: want %d round trips, p50 ≤ p99, all positive", q, min(cfg.Handoffs, 200))
 	}
-	if want := len(cfg.kinds(coreLockKinds)); len(rep.Herd) != want {
+	if want := len(cfg.kinds(pushLockKinds)); len(rep.Herd) != want {
 		t.Errorf("many-waiter runs: got %d, want %d", len(rep.Herd), want)
 	}
 	for _, h := range rep.Herd {
@@ -174,6 +174,14 @@ func checkContended(t *testing.T, part string, rows []Throughput, kinds []Kind, 
 			if math.Abs(inside-2*c.Scripts) > 0.01*c.InRedis {
 				t.Errorf("bare lock: %.2f in Redis − %.2f sent = %.2f per CS run inside scripts, want 2 per script (%.2f)",
 					c.InRedis, c.Sent, inside, 2*c.Scripts)
+			}
+		case KindFloorPush:
+			// Two scripts per section, acquire and release, and nothing
+			// else sent; at most one PUBLISH (the grant; none when the
+			// lock was free).
+			if math.Abs(c.Scripts-2) > 0.01 || math.Abs(c.Sent-c.Scripts) > 0.01 || c.Publishes > 1.001 {
+				t.Errorf("push-handoff floor: %.3f scripts, %.3f sent, %.3f PUBLISH per critical section; want 2, 2 and at most 1",
+					c.Scripts, c.Sent, c.Publishes)
 			}
 		case KindBareSem:
 			// Attempts are scripts (ZREMRANGEBYSCORE + ZCARD inside, ZADD

@@ -24,9 +24,19 @@
 // Procs processes (default 8) on one key, each looping Lock → 1 ms
 // critical section (a sleep) → Unlock for Duration (default 15 s) per lock
 // kind: the bare lock (SET NX PX + compare-and-delete, retried every 1 ms
-// while busy), core.Mutex, core.FairMutex — the same processes, one kind
-// after another. The driver gives every process the same start and end
-// instant. Reported per kind:
+// while busy), the push-handoff floor, core.Mutex, core.FairMutex — the
+// same processes, one kind after another. The driver gives every process
+// the same start and end instant.
+//
+// The floor (KindFloorPush) is the fastest a FIFO lock that hands off by
+// push can be on the machine: waiters line up in a Redis list, a release
+// gives the lock to the first and publishes it on the channel that
+// waiter's process subscribed to once, and the waiter's Lock returns on
+// the message — two scripts of three or four commands per section and no
+// guarantee (no fencing, idempotence, renewal, line deadlines or claim
+// window). The locks' direct handoff cannot beat it; the gap to it is what
+// their guarantees cost. It runs in the handoff and waiter runs too.
+// Reported per kind:
 //
 //   - critical sections per second entered within the window, and the
 //     ratio to the bare lock's;
@@ -84,7 +94,8 @@
 // Two processes: A holds the lock; B calls Lock and waits; once B has
 // reported a Wait event (core.Observer) and then been quiet for Settle, A
 // unlocks. Timed from A's Unlock returning (and from A calling it) to B's
-// Lock returning, over Handoffs handoffs (default 1000) per core kind.
+// Lock returning, over Handoffs handoffs (default 1000) per core lock kind
+// and the floor.
 // Beside them, the machine's floor: a PING's round trip from a client of
 // its own after Settle of quiet (up to 200 times), and back to back. A
 // handoff after a quiet spell wakes an idle Redis and an idle process

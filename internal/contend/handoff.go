@@ -30,14 +30,15 @@ type Handoff struct {
 // handoffWarmup rounds run before the timed ones.
 const handoffWarmup = 10
 
-// runHandoff times cfg.Handoffs handoffs for every core kind of cfg.Kinds.
+// runHandoff times cfg.Handoffs handoffs for every core lock kind of
+// cfg.Kinds and the push-handoff floor.
 func runHandoff(ctx context.Context, cfg Config, stats *statsReader) ([]Handoff, error) {
 	// Not the bare lock: it has no Wait events to tell that its waiter is
-	// polling.
+	// polling (the floor tells its waiter's note when it joins the line).
 	what := func(k Kind) string {
 		return fmt.Sprintf("handoff between two processes, %s, %d times", k.Label(), cfg.Handoffs)
 	}
-	return onWorkers(ctx, cfg, 2, cfg.kinds(coreLockKinds), what, func(ps []*proc, k Kind) (Handoff, error) {
+	return onWorkers(ctx, cfg, 2, cfg.kinds(pushLockKinds), what, func(ps []*proc, k Kind) (Handoff, error) {
 		return handoffOf(ctx, cfg, stats, ps[0], ps[1], k)
 	})
 }

@@ -46,12 +46,13 @@ type Herd struct {
 // sampleEvery is the interval of the script-count samples.
 const sampleEvery = 100 * time.Millisecond
 
-// runHerd runs the many-waiters measurement for every core kind.
+// runHerd runs the many-waiters measurement for every core lock kind and
+// the push-handoff floor.
 func runHerd(ctx context.Context, cfg Config, stats *statsReader) ([]Herd, error) {
 	what := func(k Kind) string {
 		return fmt.Sprintf("%d waiters in %d processes on one lock, %s", cfg.Waiters, cfg.WaiterProcs, k.Label())
 	}
-	return onWorkers(ctx, cfg, cfg.WaiterProcs, cfg.kinds(coreLockKinds), what, func(ps []*proc, k Kind) (Herd, error) {
+	return onWorkers(ctx, cfg, cfg.WaiterProcs, cfg.kinds(pushLockKinds), what, func(ps []*proc, k Kind) (Herd, error) {
 		return herdOf(ctx, cfg, stats, ps, k)
 	})
 }
@@ -75,6 +76,7 @@ func herdOf(ctx context.Context, cfg Config, stats *statsReader, ps []*proc, k K
 	if err != nil {
 		return h, err
 	}
+	defer closeLocker(hl)
 	lockCtx, cancel := event.RequestContext(ctx, time.Minute)
 	lease, err := hl.lock(lockCtx)
 	cancel()

@@ -50,8 +50,8 @@ const (
 
 // AllKinds are the kinds a full run measures, in report order: the locks,
 // the semaphores, then the read-write locks, each part's bare baseline
-// first.
-var AllKinds = []Kind{KindBare, KindMutex, KindFair, KindBareSem, KindSemaphore, KindBareRW, KindRW}
+// first (the locks' push-handoff floor, KindFloorPush, next to it).
+var AllKinds = []Kind{KindBare, KindFloorPush, KindMutex, KindFair, KindBareSem, KindSemaphore, KindBareRW, KindRW}
 
 // ParseKinds reads a comma-separated list of kind names ("bare,mutex",
 // "baresem,semaphore", "barerw,rw").
@@ -87,14 +87,19 @@ func (k Kind) family() family {
 	return familyLock
 }
 
-// bare reports whether k is a hand-rolled baseline (no core.Client).
-func (k Kind) bare() bool { return k == KindBare || k == KindBareSem || k == KindBareRW }
+// bare reports whether k is a hand-rolled baseline or a floor (no
+// core.Client).
+func (k Kind) bare() bool {
+	return k == KindBare || k == KindFloorPush || k == KindBareSem || k == KindBareRW
+}
 
 // Label is how reports name the kind.
 func (k Kind) Label() string {
 	switch k {
 	case KindBare:
 		return "bare SET NX, 1 ms poll"
+	case KindFloorPush:
+		return "floor: FIFO push handoff"
 	case KindMutex:
 		return "Mutex"
 	case KindFair:
@@ -160,6 +165,12 @@ func newLocker(k Kind, rdb redis.Cmdable, c *core.Client, key, owner string, per
 		return coreLock{func(ctx context.Context, opts ...core.LockOption) (*core.Lease, error) {
 			return sem.Acquire(ctx, 1, opts...)
 		}}, nil
+	case KindFloorPush:
+		f, err := newFloorPush(rdb, key, owner)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
 	case KindFloorScripts, KindFloorCommands, KindFloorGuarantees:
 		return &floorLock{rdb: rdb, kind: k, key: key, owner: owner}, nil
 	case KindBareRW:

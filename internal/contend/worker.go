@@ -187,6 +187,7 @@ func (w *worker) open(req request) {
 	owner := "w" + strconv.Itoa(w.id)
 	warm, err := newLocker(req.Kind, w.rdb, w.c, req.Key+":warm:"+owner, owner, req.Permits)
 	if err == nil {
+		defer closeLocker(warm)
 		w.lk, err = newLocker(req.Kind, w.rdb, w.c, req.Key, owner, req.Permits)
 	}
 	if err != nil {
@@ -228,10 +229,19 @@ func (w *worker) closeLock() {
 		_ = h.Unlock(ctx)
 		cancel()
 	}
+	closeLocker(w.lk)
 	if w.c != nil {
 		_ = w.c.Close()
 	}
 	w.c, w.lk, w.ctx, w.cancel = nil, nil, nil, nil
+}
+
+// closeLocker closes lk if it has something to close (a floor-push
+// lock's subscription).
+func closeLocker(lk locker) {
+	if c, ok := lk.(io.Closer); ok {
+		_ = c.Close()
+	}
 }
 
 // run takes the lock over and over from req.Start until req.End (event.Now
