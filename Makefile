@@ -127,7 +127,8 @@ model: redis
 	$(GO) test -race -count=1 -timeout 0 -run '^TestModel$$' -v ./internal/model -args -model.duration $(DURATION) $(MODELFLAGS)
 
 # contend: the contention harness (internal/contend): 8 processes
-# on one key (bare SET NX poll loop, Mutex, FairMutex), the same on one
+# on one key (bare SET NX poll loop, a push-handoff floor with no
+# guarantees, Mutex, FairMutex), the same on one
 # semaphore of 3 permits (bare ZSET poll loop, Semaphore) and on one
 # read-write lock with one write in 4 (bare ZSET RW poll loop, RWMutex),
 # handoff latency, 10,000 waiters, then uncontended Lock+Unlock beside the
