@@ -88,7 +88,14 @@ local function grant_next(head, after)
   local t = redis.call('time')
   local now = now_ms(t)
   while head do
-    local dl = redis.call('zscore', KEYS[3], head)
+    -- adl: after's deadline, read with head's in one ZMSCORE (nil: not
+    -- read; notify_head reads it then).
+    local dl, adl
+    if after then
+      dl, adl = unpack(redis.call('zmscore', KEYS[3], head, after))
+    else
+      dl = redis.call('zscore', KEYS[3], head)
+    end
     local live = dl and tonumber(dl) > now
     -- ast: the standing value of after, read with head's in one HMGET
     -- (nil: not read; notify_head reads it then).
@@ -131,7 +138,7 @@ local function grant_next(head, after)
       -- then and takes the lock, instead of at its next bounded re-check;
       -- the places of the grantee's Client's other waiters ahead of it
       -- last that long unless their Client renews them (lib_queue.lua).
-      notify_head(KEYS[2], KEYS[3], KEYS[7], KEYS[5], {[tag or ''] = true}, lease, now, ARGV[3], after, ast)
+      notify_head(KEYS[2], KEYS[3], KEYS[7], KEYS[5], {[tag or ''] = true}, lease, now, ARGV[3], after, ast, adl)
       return
     end
     if after == nil then

@@ -226,10 +226,10 @@ end
 -- cut does nothing more), not once per grant.
 -- first is the waiter now first in line when the caller knows it (false:
 -- nobody), or nil; first_st its standing value when the caller read it
--- (false: none), or nil.
-local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now, publish, first, first_st)
+-- (false: none), or nil; first_dl its deadline likewise.
+local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now, publish, first, first_st, first_dl)
   if first == nil then
-    first, first_st = redis.call('lindex', queue, 0), nil
+    first, first_st, first_dl = redis.call('lindex', queue, 0), nil, nil
   end
   if not first then
     return
@@ -280,7 +280,11 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
         -- next Client's waiter, who looks again when they end: nothing to
         -- do (a run of one Client's waiters costs one read per grant, not
         -- three, and one notice per reach of places, not one per grant).
-        local dl1 = tonumber(redis.call('zscore', deadlines, members[1]))
+        local dl1 = first_dl
+        if dl1 == nil then
+          dl1 = redis.call('zscore', deadlines, members[1])
+        end
+        dl1 = tonumber(dl1)
         if dl1 and dl1 <= now + ms then
           return
         end
