@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -90,12 +91,19 @@ func (f *floorPush) read() {
 	defer close(f.done)
 	for {
 		msg, err := f.ps.ReceiveMessage(context.Background())
-		if err != nil {
-			return // closed
+		if errors.Is(err, redis.ErrClosed) {
+			return
+		}
+		if err != nil { // go-redis dials again at the next receive
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
 		f.mu.Lock()
 		if w := f.waiting[msg.Payload]; w != nil {
-			w <- struct{}{} // buffered, and granted once
+			select {
+			case w <- struct{}{}:
+			default: // granted already
+			}
 		}
 		f.mu.Unlock()
 	}
