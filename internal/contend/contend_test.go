@@ -129,7 +129,7 @@ func checkContended(t *testing.T, part string, rows []Throughput, kinds []Kind, 
 		if r.Kind != kinds[i] || r.Permits != permits {
 			t.Errorf("%s: row %d is %s with %d permits, want %s with %d", part, i, r.Kind, r.Permits, kinds[i], permits)
 		}
-		if r.Sections == 0 || r.PerSec <= 0 || (kinds[0].bare() && r.VsPoll <= 0) {
+		if r.Sections == 0 || r.PerSec <= 0 || (kinds[0].polls() && r.VsPoll <= 0) {
 			t.Errorf("%s: %d critical sections, %.1f/s, %.2f× the poll loop: want some", name, r.Sections, r.PerSec, r.VsPoll)
 		}
 		switch {

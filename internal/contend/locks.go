@@ -93,6 +93,10 @@ func (k Kind) bare() bool {
 	return k == KindBare || k == KindFloorPush || k == KindBareSem || k == KindBareRW
 }
 
+// polls reports whether k is a poll loop, the baseline of a part's
+// VsPoll (the bare lock, semaphore or read-write lock; not the floor).
+func (k Kind) polls() bool { return k.bare() && k != KindFloorPush }
+
 // Label is how reports name the kind.
 func (k Kind) Label() string {
 	switch k {

@@ -80,8 +80,8 @@ type Side struct {
 }
 
 // runThroughput runs each of kinds, all of one family, on the same
-// cfg.Procs processes, one after another. The first of kinds, if bare, is
-// the baseline of VsPoll.
+// cfg.Procs processes, one after another. The first of kinds, if a poll
+// loop, is the baseline of VsPoll.
 func runThroughput(ctx context.Context, cfg Config, stats *statsReader, kinds []Kind) ([]Throughput, error) {
 	what := func(k Kind) string {
 		switch k.family() {
@@ -99,7 +99,7 @@ func runThroughput(ctx context.Context, cfg Config, stats *statsReader, kinds []
 		return out, err
 	}
 	for i := range out {
-		if out[0].Kind.bare() && out[0].PerSec > 0 {
+		if out[0].Kind.polls() && out[0].PerSec > 0 {
 			out[i].VsPoll = out[i].PerSec / out[0].PerSec
 		}
 	}
