@@ -32,8 +32,8 @@
 // push can be on the machine: waiters line up in a Redis list, a release
 // gives the lock to the first and publishes it on the channel that
 // waiter's process subscribed to once, and the waiter's Lock returns on
-// the message — two scripts of three or four commands per section and no
-// guarantee (no fencing, idempotence, renewal, line deadlines or claim
+// the message — an acquire script of one or two commands and a release of
+// three or four per section, and no guarantee (no fencing, idempotence, renewal, line deadlines or claim
 // window). The locks' direct handoff cannot beat it; the gap to it is what
 // their guarantees cost. It runs in the handoff and waiter runs too.
 // Reported per kind:
