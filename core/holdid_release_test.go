@@ -201,3 +201,31 @@ func TestReleaseReceiptOutlivesItsRetries(t *testing.T) {
 		t.Fatalf("the release receipt lives %s, want at least the 2m lease its retries may run for", longest)
 	}
 }
+
+// A reader's count left behind by an expired read hold (the readers' sorted
+// set expired a moment before the counts' hash) is not re-entered: the
+// same owner's next RLock takes a new hold with a new fencing token.
+func TestReadCountWithoutDeadlineIsNotReentered(t *testing.T) {
+	_, rdb := single(t)
+	c := newLocks(t, rdb)
+	insp := newLocks(t, rdb)
+	name := "stale-count"
+	rw := c.RWMutex(name)
+	ctx := core.WithOwner(context.Background(), "job-7")
+
+	first := mustLock(t, rw.RLocker(), ctx, core.LeaseTime(time.Minute))
+	// The readers' deadlines are gone, as when that key expired first; the
+	// count and token in the reader counts' hash are left.
+	if err := rdb.Del(ctx, "keylock:{"+name+"}:readers").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if st := inspect(t, insp, name); st.Held {
+		t.Fatalf("with no reader deadline the lock is held by %s, want free", holdsNow(st))
+	}
+	second := mustLock(t, rw.RLocker(), ctx)
+	defer func() { _ = second.Unlock(context.Background()) }()
+	if second.Token() <= first.Token() {
+		t.Fatalf("second token %d, want more than the first's %d (an expired hold re-entered)", second.Token(), first.Token())
+	}
+	requireHeldWith(t, insp, name, second, "after the second RLock")
+}

@@ -69,10 +69,22 @@ redis.call('zremrangebyscore', KEYS[4], '-inf', now)
 
 local writing = redis.call('hexists', KEYS[1], owner) == 1
 if writing or redis.call('exists', KEYS[1]) == 0 then
-  if redis.call('hexists', KEYS[3], owner) == 1 then
+  -- The readers' deadlines say who reads; a count in KEYS[3] without a
+  -- live deadline is left over from a hold whose lease ran out (the two
+  -- keys' expiries can fall a millisecond apart, and prune_expired finds
+  -- only what the zset still lists): drop it, or this owner would re-enter
+  -- an expired hold and get its fencing token again.
+  local held, dl = redis.call('hexists', KEYS[3], owner) == 1, 0
+  if held then
+    dl = tonumber(redis.call('zscore', KEYS[2], owner) or 0)
+    if dl <= now then
+      redis.call('hdel', KEYS[3], owner, ':' .. owner, book('w', owner), book('f', owner), book('g', owner))
+      held = false
+    end
+  end
+  if held then
     redis.call('hincrby', KEYS[3], owner, 1)
     count_holder_lease(KEYS[3], owner, ARGV[7], lease, now)
-    local dl = tonumber(redis.call('zscore', KEYS[2], owner) or 0)
     if dl < now + lease then
       redis.call('zadd', KEYS[2], now + lease, owner)
       dl = now + lease
