@@ -62,8 +62,12 @@
 //
 // A holder told late because this process was not scheduled (a 5 ms ticker
 // came more than 10 ms late around the moment it should have been told:
-// a loaded machine, -race) is excused, as in the fault suite's checker, and
-// the count of excused findings is logged.
+// a loaded machine, -race) is excused, as in the fault suite's checker. So
+// is a fixed lease found lost as Lock returned it when its reply reached
+// the engine with a margin left and the loss came no earlier than the
+// lease can run out: the engine checks the deadline when the reply comes,
+// and a stall after that check is the machine's. The count of excused
+// findings is logged.
 //
 // A run stops at its first finding and prints the seed, the finding and
 // the steps that touched its lock (-model.trace FILE writes every step). The choices are the seed's; the timing is

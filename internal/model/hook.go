@@ -57,6 +57,8 @@ type armed struct {
 	fault  fault
 	delay  time.Duration // faultLateReply
 	label  string        // the step that armed it, for the trace
+
+	replied atomic.Int64 // faultLateReply: when the reply was handed back (UnixNano)
 }
 
 // copyOf is a script call kept for later delivery.
@@ -206,6 +208,7 @@ func (h *hook) process(cmd redis.Cmder, send func() error) error {
 		case <-t.C:
 		case <-h.stop:
 		}
+		a.replied.Store(time.Now().UnixNano())
 		return err
 	case faultLostReply:
 		if ran, err := run(); !ran {

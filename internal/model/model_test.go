@@ -103,7 +103,7 @@ func runSeed(t *testing.T, seed uint64) int {
 	sharedTotal += w.shared.calls.Load()
 	sharedFaultedTotal += w.shared.faulted.Load()
 	if w.excused > 0 {
-		t.Logf("seed %d: %d findings excused: the process was starved (not scheduled) around them", seed, w.excused)
+		t.Logf("seed %d: %d findings excused: the process was starved (not scheduled) around them, or a fixed lease ran out as Lock returned it", seed, w.excused)
 	}
 	if *traceFlag != "" && len(w.findings) > 0 {
 		if err := os.WriteFile(*traceFlag, []byte(strings.Join(w.trace, "\n")+"\n"), 0o644); err != nil {

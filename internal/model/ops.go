@@ -247,15 +247,24 @@ func (w *world) lockOp(mc *mclient) func() {
 		l := &leaseRec{slot: mc.slot, gen: mc.gen, lock: spec.name, kind: k, owner: lease.Owner(),
 			token: lease.Token(), reentry: *reentry, permits: n, fixed: fixed, parent: parent,
 			lease: lease, cancel: cancel, call: call, enter: enter, reported: make(map[string]bool)}
-		if c := causeOf(lease.Context()); c != nil {
+		c := causeOf(lease.Context())
+		w.mu.Lock()
+		lostAt, early := w.lostEarly[lease]
+		delete(w.lostEarly, lease)
+		if c != nil {
 			l.doa, l.lostAtRet = true, errors.Is(c, core.ErrLockLost)
 			l.told, l.cause = enter, c
+			if early {
+				l.told = lostAt
+			}
 		}
-		w.mu.Lock()
 		w.nextLease++
 		l.id = w.nextLease
 		w.leases = append(w.leases, l)
 		w.logLocked("  ← #%d %s", step, l)
+		if l.lostAtRet && w.ranOutAtReturn(l, a) {
+			l.lostAtRet = false
+		}
 		w.acquired(l)
 		w.mu.Unlock()
 		w.watch(l)

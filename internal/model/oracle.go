@@ -68,6 +68,33 @@ func (w *world) acquired(l *leaseRec) {
 	w.tokensByLk[l.lock] = append(w.tokensByLk[l.lock], l)
 }
 
+// ranOutAtReturn reports (w.mu held) whether l, a fresh hold with a fixed
+// LeaseTime found lost when Lock returned, ran out after the engine took
+// it rather than before: its reply reached the engine while the lease
+// still had a margin left, and it was told lost no earlier than a lease
+// taken when Lock was called can run out. The engine checks the safety
+// deadline once, when the reply comes; a stall of the caller's goroutine
+// after that check (a loaded machine, -race) lets a late-won fixed lease
+// run out before the model looks. A reply handed back by a late-reply
+// fault carries its time (a); any other reply came at once.
+func (w *world) ranOutAtReturn(l *leaseRec, a *armed) bool {
+	if l.fixed <= 0 || l.reentry {
+		return false
+	}
+	earliest := l.call.Add(l.fixed - l.fixed/50 - 5*time.Millisecond)
+	replied := l.call
+	if ns := a.replied.Load(); ns != 0 {
+		replied = time.Unix(0, ns)
+	}
+	if !replied.Before(earliest) || l.told.Before(earliest) {
+		return false
+	}
+	w.excused++
+	w.logLocked("  %s ran out as Lock returned: reply in after %s, lost after %s of a %s lease (not dead on arrival)",
+		l, replied.Sub(l.call).Round(time.Millisecond), l.told.Sub(l.call).Round(time.Millisecond), l.fixed)
+	return true
+}
+
 // lostTo returns the happening (a force-unlock of its lock, an empty
 // restart) that took l's hold before t, if any.
 func (w *world) lostTo(l *leaseRec, t time.Time) *happening {

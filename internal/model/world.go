@@ -85,6 +85,7 @@ type world struct {
 	nextLease  int
 	owners     map[string]bool // named owners ever used
 	tokensByLk map[string][]*leaseRec
+	lostEarly  map[*core.Lease]time.Time // told lost before Lock returned it (see lostBeforeReturn)
 	starved    []window // times the process did not run (starve.go)
 	excused    int      // findings excused by starvation
 	shared     sharedCalls
@@ -100,6 +101,7 @@ func newWorld(t testing.TB, cfg config) *world {
 		stop:       make(chan struct{}),
 		owners:     make(map[string]bool),
 		tokensByLk: make(map[string][]*leaseRec),
+		lostEarly:  make(map[*core.Lease]time.Time),
 	}
 	w.raw = w.srv.NewClient(t, func(o *redis.Options) { o.MaxRetries = -1 })
 	oraRdb := w.srv.NewClient(t)
@@ -185,10 +187,17 @@ func (o *observer) Lost(_ context.Context, e core.LostEvent) {
 	for _, x := range e.Leases { // every lease of the lost hold (one event per hold)
 		lost[x] = true
 	}
+	for x := range lost {
+		if x == nil {
+			continue
+		}
+		o.w.lostEarly[x] = now // taken by lockOp if Lock has not returned x yet
+	}
 	for _, l := range o.w.leases {
 		if !lost[l.lease] {
 			continue
 		}
+		delete(o.w.lostEarly, l.lease)
 		l.lost = true
 		if l.told.IsZero() {
 			l.told, l.cause = now, e.Cause
