@@ -86,8 +86,8 @@ type world struct {
 	owners     map[string]bool // named owners ever used
 	tokensByLk map[string][]*leaseRec
 	lostEarly  map[*core.Lease]time.Time // told lost before Lock returned it (see lostBeforeReturn)
-	starved    []window // times the process did not run (starve.go)
-	excused    int      // findings excused by starvation
+	starved    []window                  // times the process did not run (starve.go)
+	excused    int                       // findings excused by starvation
 	shared     sharedCalls
 }
 
