@@ -85,9 +85,9 @@ type world struct {
 	nextLease  int
 	owners     map[string]bool // named owners ever used
 	tokensByLk map[string][]*leaseRec
-	lostEarly  map[*core.Lease]time.Time // told lost before Lock returned it (see lostBeforeReturn)
+	lostEarly  map[*core.Lease]time.Time // told lost before Lock returned it (ranOutAtReturn)
 	starved    []window                  // times the process did not run (starve.go)
-	excused    int                       // findings excused by starvation
+	excused    int                       // findings excused (starvation, ranOutAtReturn)
 	shared     sharedCalls
 }
 
