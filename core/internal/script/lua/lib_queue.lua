@@ -234,73 +234,77 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
   if not first then
     return
   end
-  local members = {first}
   if first_st == nil then
     first_st = redis.call('hget', standing, first)
   end
-  local sts = {first_st}
-  local dls
-  local cut = false
-  local cut_place, write_cuts = place_cuts(deadlines, now + ms)
-  local i = 1
-  -- scan reads the line from the head and cuts or tells as above.
-  local function scan()
-    while true do
-      local st = sts[i]
-      if st == nil and dls and i == #members + 1 and i % notify_reach == 1 and i <= notify_cap then
-        -- Every place read so far waits on a granted Client: read on.
-        local more = redis.call('lrange', queue, i - 1, i + notify_reach - 2)
-        if #more > 0 then
-          local msts = redis.call('hmget', standing, unpack(more))
-          local mdls = redis.call('zmscore', deadlines, unpack(more))
-          for j = 1, #more do
-            members[i + j - 1], sts[i + j - 1], dls[i + j - 1] = more[j], msts[j], mdls[j]
-          end
-          st = sts[i]
-        end
-      end
-      if not st then
-        return
-      end
-      local id, _, tag = standing_parse(st)
-      if not (id and tag) then
-        return
-      end
-      if not tags[tag] then
-        -- Behind places cut by an earlier grant only: that grant told this
-        -- waiter already, and those places end before this window does.
-        if i == 1 or cut then
-          tell_when(ch_prefix, st, id, tag, ms, now, publish)
-        end
-        return
-      end
-      if i == 1 then
-        -- The head waits on a granted Client. If an earlier grant already
-        -- cut its place, that grant cut the places behind it and told the
-        -- next Client's waiter, who looks again when they end: nothing to
-        -- do (a run of one Client's waiters costs one read per grant, not
-        -- three, and one notice per reach of places, not one per grant).
-        local dl1 = first_dl
-        if dl1 == nil then
-          dl1 = redis.call('zscore', deadlines, members[1])
-        end
-        dl1 = tonumber(dl1)
-        if dl1 and dl1 <= now + ms then
-          return
-        end
-        -- Else read the rest of the reach at once (the common case, another
-        -- Client's waiter first, reads one).
-        members = redis.call('lrange', queue, 0, notify_reach - 1)
-        sts = redis.call('hmget', standing, unpack(members))
-        dls = redis.call('zmscore', deadlines, unpack(members))
-      end
-      if cut_place(members[i], dls[i]) then
-        cut = true
-      end
-      i = i + 1
-    end
+  if not first_st then
+    return
   end
-  scan()
+  local id, _, tag = standing_parse(first_st)
+  if not (id and tag) then
+    return
+  end
+  if not tags[tag] then
+    tell_when(ch_prefix, first_st, id, tag, ms, now, publish)
+    return
+  end
+  -- The head waits on a granted Client. If an earlier grant already cut
+  -- its place, that grant cut the places behind it and told the next
+  -- Client's waiter, who looks again when they end: nothing to do (a run
+  -- of one Client's waiters costs one read per grant, not three, and one
+  -- notice per reach of places, not one per grant; this path, every grant
+  -- but one per reach in such a run, builds no table).
+  if first_dl == nil then
+    first_dl = redis.call('zscore', deadlines, first)
+  end
+  local dl1 = tonumber(first_dl)
+  if dl1 and dl1 <= now + ms then
+    return
+  end
+  -- Else read the rest of the reach at once (the common case, another
+  -- Client's waiter first, read one above), and go down the line from the
+  -- head, cutting the granted Clients' places, until the first waiter of
+  -- another Client, told if a place ahead of it was cut.
+  local members = redis.call('lrange', queue, 0, notify_reach - 1)
+  local sts = redis.call('hmget', standing, unpack(members))
+  local dls = redis.call('zmscore', deadlines, unpack(members))
+  local cut_place, write_cuts = place_cuts(deadlines, now + ms)
+  local cut = false
+  local i = 1
+  while true do
+    local st = sts[i]
+    if st == nil and i == #members + 1 and i % notify_reach == 1 and i <= notify_cap then
+      -- Every place read so far waits on a granted Client: read on.
+      local more = redis.call('lrange', queue, i - 1, i + notify_reach - 2)
+      if #more > 0 then
+        local msts = redis.call('hmget', standing, unpack(more))
+        local mdls = redis.call('zmscore', deadlines, unpack(more))
+        for j = 1, #more do
+          members[i + j - 1], sts[i + j - 1], dls[i + j - 1] = more[j], msts[j], mdls[j]
+        end
+        st = sts[i]
+      end
+    end
+    if not st then
+      break
+    end
+    local mid, _, mtag = standing_parse(st)
+    if not (mid and mtag) then
+      break
+    end
+    if not tags[mtag] then
+      -- Behind places cut by an earlier grant only: that grant told this
+      -- waiter already, and those places end before this window does.
+      if cut then
+        tell_when(ch_prefix, st, mid, mtag, ms, now, publish)
+      end
+      break
+    end
+    if cut_place(members[i], dls[i]) then
+      cut = true
+    end
+    i = i + 1
+  end
   write_cuts()
 end
 
