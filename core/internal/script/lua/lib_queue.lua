@@ -42,6 +42,19 @@ local function standing_parse(st)
   return id, tonumber(wl), tag
 end
 
+-- standing_told returns the attempt id and channel tag of the standing
+-- value st (nil or false: none), or nil when it has no place a Client can
+-- be told of (no value, or an older client's waiter without a tag).
+local function standing_told(st)
+  if not st then
+    return nil
+  end
+  local id, _, tag = standing_parse(st)
+  if id and tag then
+    return id, tag
+  end
+end
+
 -- standing_watch reads what a standing value st says of its waiter's next
 -- look: when it looks again on its own (server ms: the try that wrote st
 -- was answered that re-check; nil when it waits for a push) and the number
@@ -237,11 +250,8 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
   if first_st == nil then
     first_st = redis.call('hget', standing, first)
   end
-  if not first_st then
-    return
-  end
-  local id, _, tag = standing_parse(first_st)
-  if not (id and tag) then
+  local id, tag = standing_told(first_st)
+  if not id then
     return
   end
   if not tags[tag] then
@@ -285,11 +295,8 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
         st = sts[i]
       end
     end
-    if not st then
-      break
-    end
-    local mid, _, mtag = standing_parse(st)
-    if not (mid and mtag) then
+    local mid, mtag = standing_told(st)
+    if not mid then
       break
     end
     if not tags[mtag] then
@@ -328,12 +335,8 @@ local function notify_watcher(queue, deadlines, standing, ch_prefix, gtags, ms, 
   local cut_place, write_cuts = place_cuts(deadlines, now + ms)
   for i = 1, #members do
     local st = sts[i]
-    local id, tag
-    if st then
-      local _
-      id, _, tag = standing_parse(st)
-    end
-    if not (id and tag) then
+    local id, tag = standing_told(st)
+    if not id then
       break
     end
     if not gtags[tag] then
