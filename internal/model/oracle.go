@@ -76,15 +76,23 @@ func (w *world) acquired(l *leaseRec) {
 // deadline once, when the reply comes; a stall of the caller's goroutine
 // after that check (a loaded machine, -race) lets a late-won fixed lease
 // run out before the model looks. A reply handed back by a late-reply
-// fault carries its time (a); any other reply came at once.
+// fault carries its time (a); a reply with no fault, or a duplicate's
+// first, came at once. A win after a lost or delayed reply came from a
+// retry at a time the model does not know: never excused.
 func (w *world) ranOutAtReturn(l *leaseRec, a *armed) bool {
 	if l.fixed <= 0 || l.reentry {
 		return false
 	}
 	earliest := l.call.Add(l.fixed - l.fixed/50 - 5*time.Millisecond)
 	replied := l.call
-	if ns := a.replied.Load(); ns != 0 {
-		replied = time.Unix(0, ns)
+	switch a.fault {
+	case faultLateReply:
+		if ns := a.replied.Load(); ns != 0 {
+			replied = time.Unix(0, ns)
+		}
+	case faultNone, faultDuplicate:
+	default:
+		return false
 	}
 	if !replied.Before(earliest) || l.told.Before(earliest) {
 		return false

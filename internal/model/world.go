@@ -187,21 +187,20 @@ func (o *observer) Lost(_ context.Context, e core.LostEvent) {
 	for _, x := range e.Leases { // every lease of the lost hold (one event per hold)
 		lost[x] = true
 	}
-	for x := range lost {
-		if x == nil {
-			continue
-		}
-		o.w.lostEarly[x] = now // taken by lockOp if Lock has not returned x yet
-	}
 	for _, l := range o.w.leases {
 		if !lost[l.lease] {
 			continue
 		}
-		delete(o.w.lostEarly, l.lease)
+		delete(lost, l.lease)
 		l.lost = true
 		if l.told.IsZero() {
 			l.told, l.cause = now, e.Cause
 			o.w.logLocked("  %s told: %v", l, e.Cause)
+		}
+	}
+	for x := range lost { // not returned by Lock yet: lockOp takes it
+		if x != nil {
+			o.w.lostEarly[x] = now
 		}
 	}
 }
