@@ -124,7 +124,7 @@ var (
 	coreLockKinds = func(k Kind) bool { return k.family() == familyLock && !k.bare() }
 	// pushLockKinds are the kinds of the handoff and waiter runs: the core
 	// locks and the push-handoff floor beside them.
-	pushLockKinds = func(k Kind) bool { return coreLockKinds(k) || k == KindFloorPush }
+	pushLockKinds = func(k Kind) bool { return coreLockKinds(k) || k.pushFloor() }
 	semKinds      = func(k Kind) bool { return k.family() == familySem }
 	rwKinds       = func(k Kind) bool { return k.family() == familyRW }
 )

@@ -175,7 +175,7 @@ func checkContended(t *testing.T, part string, rows []Throughput, kinds []Kind, 
 				t.Errorf("bare lock: %.2f in Redis − %.2f sent = %.2f per CS run inside scripts, want 2 per script (%.2f)",
 					c.InRedis, c.Sent, inside, 2*c.Scripts)
 			}
-		case KindFloorPush:
+		case KindFloorPush, KindFloorPushGuarantees:
 			// Two scripts per section, acquire and release, and nothing
 			// else sent; at most one PUBLISH (the grant; none when the
 			// lock was free).

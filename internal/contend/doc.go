@@ -24,18 +24,25 @@
 // Procs processes (default 8) on one key, each looping Lock → 1 ms
 // critical section (a sleep) → Unlock for Duration (default 15 s) per lock
 // kind: the bare lock (SET NX PX + compare-and-delete, retried every 1 ms
-// while busy), the push-handoff floor, core.Mutex, core.FairMutex — the
-// same processes, one kind after another. The driver gives every process
-// the same start and end instant.
+// while busy), the two push-handoff floors, core.Mutex, core.FairMutex —
+// the same processes, one kind after another. The driver gives every
+// process the same start and end instant.
 //
 // The floor (KindFloorPush) is the fastest a FIFO lock that hands off by
 // push can be on the machine: waiters line up in a Redis list, a release
 // gives the lock to the first and publishes it on the channel that
 // waiter's process subscribed to once, and the waiter's Lock returns on
 // the message — an acquire script of one or two commands and a release of
-// three or four per section, and no guarantee (no fencing, idempotence, renewal, line deadlines or claim
-// window). The locks' direct handoff cannot beat it; the gap to it is what
-// their guarantees cost. It runs in the handoff and waiter runs too.
+// three or four per section, and no guarantee (no fencing, idempotence,
+// renewal, line deadlines or claim window). The second floor
+// (KindFloorPushGuarantees) hands off the same way with the commands a
+// fencing token, an idempotent attempt (whose record a grant turns into
+// the win, so that a lost push can be answered) and an idempotent release
+// need, and a deadline in each place — eight commands per grant, four per
+// wait — but no re-entry, no renewal of places, no claim window. The
+// locks' direct handoff cannot beat the first; the gap to the second is
+// what re-entry, renewable places and the claim window cost, in Redis and
+// in the Client. Both run in the handoff and waiter runs too.
 // Reported per kind:
 //
 //   - critical sections per second entered within the window, and the

@@ -50,8 +50,9 @@ const (
 
 // AllKinds are the kinds a full run measures, in report order: the locks,
 // the semaphores, then the read-write locks, each part's bare baseline
-// first (the locks' push-handoff floor, KindFloorPush, next to it).
-var AllKinds = []Kind{KindBare, KindFloorPush, KindMutex, KindFair, KindBareSem, KindSemaphore, KindBareRW, KindRW}
+// first (the locks' push-handoff floors, KindFloorPush and
+// KindFloorPushGuarantees, next to it).
+var AllKinds = []Kind{KindBare, KindFloorPush, KindFloorPushGuarantees, KindMutex, KindFair, KindBareSem, KindSemaphore, KindBareRW, KindRW}
 
 // ParseKinds reads a comma-separated list of kind names ("bare,mutex",
 // "baresem,semaphore", "barerw,rw").
@@ -90,12 +91,15 @@ func (k Kind) family() family {
 // bare reports whether k is a hand-rolled baseline or a floor (no
 // core.Client).
 func (k Kind) bare() bool {
-	return k == KindBare || k == KindFloorPush || k == KindBareSem || k == KindBareRW
+	return k == KindBare || k.pushFloor() || k == KindBareSem || k == KindBareRW
 }
+
+// pushFloor reports whether k is one of the push-handoff floors.
+func (k Kind) pushFloor() bool { return k == KindFloorPush || k == KindFloorPushGuarantees }
 
 // polls reports whether k is a poll loop, the baseline of a part's
 // VsPoll (the bare lock, semaphore or read-write lock; not the floor).
-func (k Kind) polls() bool { return k.bare() && k != KindFloorPush }
+func (k Kind) polls() bool { return k.bare() && !k.pushFloor() }
 
 // Label is how reports name the kind.
 func (k Kind) Label() string {
@@ -104,6 +108,8 @@ func (k Kind) Label() string {
 		return "bare SET NX, 1 ms poll"
 	case KindFloorPush:
 		return "floor: FIFO push handoff"
+	case KindFloorPushGuarantees:
+		return "floor: push handoff, fenced and idempotent"
 	case KindMutex:
 		return "Mutex"
 	case KindFair:
@@ -169,8 +175,8 @@ func newLocker(k Kind, rdb redis.Cmdable, c *core.Client, key, owner string, per
 		return coreLock{func(ctx context.Context, opts ...core.LockOption) (*core.Lease, error) {
 			return sem.Acquire(ctx, 1, opts...)
 		}}, nil
-	case KindFloorPush:
-		f, err := newFloorPush(rdb, key, owner)
+	case KindFloorPush, KindFloorPushGuarantees:
+		f, err := newFloorPush(rdb, key, owner, k == KindFloorPushGuarantees)
 		if err != nil {
 			return nil, err
 		}
