@@ -321,6 +321,7 @@ func BenchmarkUncontended(b *testing.B) {
 				b.ReportMetric(r.InRedisPerOp, k+"-redis-cmds/op")
 				b.ReportMetric(r.SentPerOp, k+"-sent/op")
 				b.ReportMetric(float64(r.RedisCPU)/float64(time.Microsecond), k+"-redis-cpu-µs/op")
+				b.ReportMetric(float64(r.ClientCPU)/float64(time.Microsecond), k+"-client-cpu-µs/op")
 			}
 		})
 	}

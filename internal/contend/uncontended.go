@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/keylock/keylock/core"
@@ -36,6 +37,9 @@ type Uncontended struct {
 	SentPerOp, InRedisPerOp float64
 	// RedisCPU is the Redis server's CPU time per Lock+Unlock.
 	RedisCPU time.Duration
+	// ClientCPU is this process's CPU time per Lock+Unlock (user and
+	// system, getrusage): the Client, go-redis and the runtime.
+	ClientCPU time.Duration
 }
 
 // uncontendedBlock is how many operations each goroutine runs per block.
@@ -75,7 +79,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int, o
 	out := make([]Uncontended, len(kinds))
 	elapsed := make([]time.Duration, len(kinds))
 	mallocs, sentN, inRedis := make([]uint64, len(kinds)), make([]uint64, len(kinds)), make([]uint64, len(kinds))
-	cpu := make([]time.Duration, len(kinds))
+	cpu, own := make([]time.Duration, len(kinds)), make([]time.Duration, len(kinds))
 	var m0, m1 runtime.MemStats
 	for round, done := 0, 0; done < ops; round++ {
 		n := min(uncontendedBlock, ops-done)
@@ -87,11 +91,13 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int, o
 			}
 			sent0 := sent.n.Load()
 			runtime.ReadMemStats(&m0)
+			c0 := processCPU()
 			t0 := time.Now()
 			if err := runBlock(ctx, lockers[i], n, background(i)); err != nil {
 				return nil, fmt.Errorf("contend: uncontended %s: %w", kinds[i], err)
 			}
 			elapsed[i] += time.Since(t0)
+			own[i] += processCPU() - c0
 			runtime.ReadMemStats(&m1)
 			sentN[i] += uint64(sent.n.Load() - sent0)
 			s1, err := stats.read(ctx)
@@ -114,6 +120,7 @@ func MeasureUncontended(ctx context.Context, addr string, goroutines, ops int, o
 			SentPerOp:    float64(sentN[i]) / total,
 			InRedisPerOp: float64(inRedis[i]) / total,
 			RedisCPU:     cpu[i] / time.Duration(ops*goroutines),
+			ClientCPU:    own[i] / time.Duration(ops*goroutines),
 		}
 	}
 	for i := range out {
@@ -162,4 +169,13 @@ func runBlock(ctx context.Context, lks []locker, n int, background bool) error {
 		}
 	}
 	return nil
+}
+
+// processCPU is the CPU time this process has used (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
