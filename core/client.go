@@ -25,7 +25,11 @@ type Client struct {
 	rdb redis.UniversalClient
 	cfg config
 	id  string // random; prefixes owner and lease ids
-	seq atomic.Uint64
+	// idArg is id as a script argument, durArgs its most sent durations
+	// (script_args.go).
+	idArg   any
+	durArgs durArgs
+	seq     atomic.Uint64
 
 	// The Client's components, each with its goroutines, a start and a
 	// stop: New starts them, Close stops them and waits in wg.
@@ -88,6 +92,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		id:   hex.EncodeToString(b[:]),
 		done: make(chan struct{}),
 	}
+	c.idArg, c.durArgs = c.id, newDurArgs(cfg)
 	c.grace, c.cancelGrace = context.WithCancel(context.Background())
 	c.scripts = script.Attach(rdb)
 

@@ -71,8 +71,7 @@ type coalescer struct {
 type queuedCall struct {
 	ctx  context.Context
 	s    *script.Script
-	keys []string
-	args []any
+	argv script.Argv
 	cmd  *redis.Cmd
 	// ready is signalled when the reply is in cmd; the first call of a
 	// pipeline is signalled before that too, with lead set (under
@@ -84,17 +83,17 @@ type queuedCall struct {
 // run runs script s as the Client's acquire and release calls do: at once
 // when few calls are in flight, else in the next pipeline. A call made
 // after Close began goes at once, alone, under its caller's context.
-func (c *Client) run(ctx context.Context, s *script.Script, keys []string, args ...any) *redis.Cmd {
+func (c *Client) run(ctx context.Context, s *script.Script, argv script.Argv) *redis.Cmd {
 	q := &c.coalesce
 	q.mu.Lock()
 	if q.inFlight < c.cfg.sharedAfter || c.closing() {
 		q.inFlight++
 		q.mu.Unlock()
-		cmd := s.Run(ctx, c.rdb, keys, args...)
+		cmd := s.RunArgv(ctx, c.rdb, argv)
 		c.callEnded()
 		return cmd
 	}
-	call := &queuedCall{ctx: ctx, s: s, keys: keys, args: args, ready: make(chan struct{}, 1)}
+	call := &queuedCall{ctx: ctx, s: s, argv: argv, ready: make(chan struct{}, 1)}
 	q.queue = append(q.queue, call)
 	q.mu.Unlock()
 
@@ -164,7 +163,7 @@ func (c *Client) sendQueued(calls []*queuedCall) {
 	defer cancel()
 	pipe := c.pipeline()
 	for _, q := range calls {
-		q.cmd = q.s.EvalSha(ctx, pipe, q.keys, q.args...)
+		q.cmd = q.s.QueueArgv(ctx, pipe, q.argv)
 	}
 	_, _ = pipe.Exec(ctx)
 	var again []*queuedCall
@@ -176,7 +175,7 @@ func (c *Client) sendQueued(calls []*queuedCall) {
 	if len(again) > 0 { // the server lost its scripts: send those with their bodies
 		pipe = pipelineWithBodies(c.rdb)
 		for _, q := range again {
-			q.cmd = q.s.Eval(ctx, pipe, q.keys, q.args...)
+			q.cmd = q.s.EvalArgv(ctx, pipe, q.argv)
 		}
 		_, _ = pipe.Exec(ctx)
 	}

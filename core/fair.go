@@ -54,6 +54,8 @@ type FairMutex struct {
 	waiterTimeout time.Duration
 	claimWindow   time.Duration
 	err           error
+	ownCh         string   // the Client's channel of this lock: chPrefix + its id
+	args          fairArgs // the keys and settings as script arguments
 }
 
 // FairOption configures a FairMutex.
@@ -137,6 +139,7 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 			o(f)
 		}
 	}
+	f.ownCh, f.args = f.chPrefix+c.id, newFairArgs(f)
 	return f
 }
 
@@ -193,11 +196,11 @@ func (a fairAttempt) holdKey() string {
 func (a fairAttempt) forLease(string, acquireReply) heldLock { return a }
 
 // kindArg marks a Mutex's waiter in line (fair_acquire.lua ARGV[12]).
-func (a fairAttempt) kindArg() string {
+func (a fairAttempt) kindArg() any {
 	if a.mutex {
-		return "m"
+		return argKindMutex
 	}
-	return ""
+	return argNoKind
 }
 
 // channel is the Client's channel of this lock, which all its waiters of
@@ -206,7 +209,7 @@ func (a fairAttempt) kindArg() string {
 // that attempt's waiter. The Client stays subscribed for a while after its
 // last waiter left (hub.linger), so a hot lock costs no SUBSCRIBE and
 // UNSUBSCRIBE per wait.
-func (a fairAttempt) channel(string) string { return a.chPrefix + a.c.id }
+func (a fairAttempt) channel(string) string { return a.ownCh }
 
 // tagged: pushes on the channel name their attempt (hub.join).
 func (a fairAttempt) tagged() bool { return true }
@@ -230,14 +233,7 @@ func (a fairAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	if err != nil {
 		return acquireReply{}, err
 	}
-	join := "0"
-	if a.wait {
-		join = "1"
-	}
-	return a.c.acquireScript(ctx, a, t, scriptFairAcquire,
-		[]string{a.k.lock, a.queue, a.deadlines, a.k.fence, a.chPrefix, a.k.receipt(t.id), a.standing},
-		t.owner, ms(t.lease), ms(fenceTTL), ms(a.waiterTimeout), pub, join, t.recordTTL(),
-		boolArg(t.watchdog), t.replayArg(), t.id, a.c.id, a.kindArg(), t.seq, ms(claimLease(a.claimWindow)))
+	return a.c.acquireScript(ctx, a, t, scriptFairAcquire, a.acquireArgv(t, pub))
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy
@@ -281,10 +277,7 @@ func (a fairAttempt) releaseAs(ctx context.Context, r releaseArgs, abort string)
 	if err != nil {
 		return releaseReply{}, err
 	}
-	rep, err := decodeRelease(a.c.run(ctx, scriptFairRelease,
-		[]string{a.k.lock, a.queue, a.deadlines, a.k.receipt(r.id), a.chPrefix, a.k.fence, a.standing},
-		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
-		ms(fenceTTL), ms(claimLease(a.claimWindow)), ms(receiptTTL), a.c.id))
+	rep, err := decodeRelease(a.c.run(ctx, scriptFairRelease, a.releaseArgv(r, pub, abort == "1")))
 	a.c.handOver(a.FairMutex, a.channel(""), rep, err)
 	return rep, err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/keylock/keylock/core/internal/script"
 )
 
 // receiptTTL is how long a release receipt is kept: an Unlock whose reply
@@ -103,6 +105,6 @@ func (m *Mutex) releaseAs(ctx context.Context, r releaseArgs, abort string) (rel
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return decodeRelease(m.c.run(ctx, scriptMutexRelease, []string{m.k.lock, m.k.receipt(r.id), m.k.ch},
-		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog)))
+	return decodeRelease(m.c.run(ctx, scriptMutexRelease, script.Args([]string{m.k.lock, m.k.receipt(r.id), m.k.ch},
+		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog))))
 }

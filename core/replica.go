@@ -93,11 +93,11 @@ const noReplicaCheck = -1
 // WAIT follows in the same pipeline, and acked says how many replicas
 // acknowledged the script's writes of how many asked for; otherwise
 // acked.got is noReplicaCheck.
-func (c *Client) evalWrite(ctx context.Context, s *script.Script, keys []string, args ...any) (v any, acked acks, err error) {
+func (c *Client) evalWrite(ctx context.Context, s *script.Script, argv script.Argv) (v any, acked acks, err error) {
 	rs := c.cfg.replica
 	none := acks{got: noReplicaCheck}
 	if rs == nil || rs.unsupported.Load() {
-		v, err = c.run(ctx, s, keys, args...).Result()
+		v, err = c.run(ctx, s, argv).Result()
 		return v, none, err
 	}
 	var target redis.UniversalClient = c.rdb
@@ -105,7 +105,7 @@ func (c *Client) evalWrite(ctx context.Context, s *script.Script, keys []string,
 	if cluster {
 		// A pipeline would send the keyless WAIT to any node: send both to
 		// the master of the lock's slot.
-		node, err := cc.MasterForKey(ctx, keys[0])
+		node, err := cc.MasterForKey(ctx, argv.Keys()[0].(string))
 		if err != nil {
 			return nil, none, err
 		}
@@ -116,10 +116,10 @@ func (c *Client) evalWrite(ctx context.Context, s *script.Script, keys []string,
 		want = rs.count.of(ctx, target)
 	}
 	if want == 0 { // AllReplicas of a master without replicas
-		v, err = s.Run(ctx, target, keys, args...).Result()
+		v, err = s.RunArgv(ctx, target, argv).Result()
 		return v, none, err
 	}
-	v, wait, err := evalWait(ctx, target, c.scripts, s, keys, args, want, rs.timeout)
+	v, wait, err := evalWait(ctx, target, c.scripts, s, argv, want, rs.timeout)
 	if err != nil {
 		if cluster && isRedirect(err) {
 			cc.ReloadState(ctx)
@@ -142,14 +142,14 @@ func (c *Client) evalWrite(ctx context.Context, s *script.Script, keys []string,
 
 // evalWait sends EVALSHA and WAIT in one pipeline, and again with EVAL when
 // the server answered NOSCRIPT (WAIT then had nothing to wait for).
-func evalWait(ctx context.Context, target redis.Cmdable, sc *script.Cache, s *script.Script, keys []string, args []any, want int, timeout time.Duration) (any, *redis.IntCmd, error) {
+func evalWait(ctx context.Context, target redis.Cmdable, sc *script.Cache, s *script.Script, argv script.Argv, want int, timeout time.Duration) (any, *redis.IntCmd, error) {
 	pipe := script.Pipeline(target.Pipeline(), sc)
-	cmd := s.EvalSha(ctx, pipe, keys, args...)
+	cmd := s.QueueArgv(ctx, pipe, argv)
 	wait := waitCmd(ctx, pipe, want, timeout)
 	_, _ = pipe.Exec(ctx)
 	if script.IsNoScript(cmd.Err()) {
 		pipe = target.Pipeline()
-		cmd = s.Eval(ctx, pipe, keys, args...)
+		cmd = s.EvalArgv(ctx, pipe, argv)
 		wait = waitCmd(ctx, pipe, want, timeout)
 		_, _ = pipe.Exec(ctx)
 	}
@@ -200,8 +200,8 @@ func (c *Client) replicated(ctx context.Context, p resolver, t try, acked acks) 
 // acquireScript is the acquire step of the kinds whose script answers the
 // {status, value} shape of decodeAcquire: it runs s (with WAIT when replica
 // sync is on) and undoes an acquisition the replicas did not acknowledge.
-func (c *Client) acquireScript(ctx context.Context, p resolver, t try, s *script.Script, keys []string, args ...any) (acquireReply, error) {
-	v, acked, err := c.evalWrite(ctx, s, keys, args...)
+func (c *Client) acquireScript(ctx context.Context, p resolver, t try, s *script.Script, argv script.Argv) (acquireReply, error) {
+	v, acked, err := c.evalWrite(ctx, s, argv)
 	if err != nil {
 		return acquireReply{}, err
 	}

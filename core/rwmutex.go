@@ -161,9 +161,9 @@ func (r rwRead) acquire(ctx context.Context, t try) (acquireReply, error) {
 	if err != nil {
 		return acquireReply{}, err
 	}
-	return r.c.acquireScript(ctx, r, t, scriptRWReadAcquire, r.lineKeys(t.id),
+	return r.c.acquireScript(ctx, r, t, scriptRWReadAcquire, script.Args(r.lineKeys(t.id),
 		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), t.replayArg(), boolArg(t.watchdog),
-		ms(writeIntentTTL), pub, t.id, r.c.id, ms(defaultClaimLease), ms(receiptTTL), t.seq)
+		ms(writeIntentTTL), pub, t.id, r.c.id, ms(defaultClaimLease), ms(receiptTTL), t.seq))
 }
 
 func (r rwRead) abort(ctx context.Context, t try) error {
@@ -190,10 +190,10 @@ func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (r
 	if err != nil {
 		return releaseReply{}, err
 	}
-	rep, err := decodeRelease(r.c.run(ctx, scriptRWReadRelease,
+	rep, err := decodeRelease(r.c.run(ctx, scriptRWReadRelease, script.Args(
 		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.k.lock, r.intents, r.k.fence, r.queue, r.deadlines, r.standing, r.chPrefix},
 		rel.owner, ms(rel.wdLease), pub, ms(rel.keep), abort, tokenArg(rel.token), boolArg(rel.watchdog),
-		ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL), r.c.id))
+		ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL), r.c.id)))
 	r.c.handOver(r.RWMutex, r.channel(""), rep, err)
 	return rep, err
 }
@@ -221,9 +221,9 @@ func (w rwWrite) acquire(ctx context.Context, t try) (acquireReply, error) {
 	if w.wait {
 		join = "1"
 	}
-	return w.c.acquireScript(ctx, w, t, scriptRWWriteAcquire, w.lineKeys(t.id),
+	return w.c.acquireScript(ctx, w, t, scriptRWWriteAcquire, script.Args(w.lineKeys(t.id),
 		t.owner, ms(t.lease), ms(fenceTTL), ms(writeIntentTTL), join, t.recordTTL(), boolArg(t.watchdog), t.replayArg(),
-		pub, t.id, w.c.id, ms(defaultClaimLease), ms(receiptTTL), t.seq)
+		pub, t.id, w.c.id, ms(defaultClaimLease), ms(receiptTTL), t.seq))
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy
@@ -254,10 +254,10 @@ func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (re
 	if err != nil {
 		return releaseReply{}, err
 	}
-	rep, err := decodeRelease(w.c.run(ctx, scriptRWWriteRelease,
+	rep, err := decodeRelease(w.c.run(ctx, scriptRWWriteRelease, script.Args(
 		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.readers, w.counts, w.k.fence, w.queue, w.deadlines, w.standing, w.chPrefix},
 		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
-		ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL), w.c.id))
+		ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL), w.c.id)))
 	w.c.handOver(w.RWMutex, w.channel(""), rep, err)
 	return rep, err
 }

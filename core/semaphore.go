@@ -244,9 +244,9 @@ func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	if err != nil {
 		return acquireReply{}, err
 	}
-	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire, a.scriptKeys(a.k.receipt(t.id)),
+	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire, script.Args(a.scriptKeys(a.k.receipt(t.id)),
 		a.scriptArgs(pub, a.permits, t.id, ms(t.lease), a.n, t.recordTTL(), t.finalArg(), t.replayArg(),
-			ms(DefaultFairWaiterTimeout), boolArg(t.watchdog), a.c.id, t.owner, t.seq)...)
+			ms(DefaultFairWaiterTimeout), boolArg(t.watchdog), a.c.id, t.owner, t.seq)...))
 	if err != nil {
 		return acquireReply{}, err
 	}
@@ -299,8 +299,8 @@ func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseRep
 	if err != nil {
 		return releaseReply{}, err
 	}
-	rep, err := decodeRelease(a.c.run(ctx, scriptSemRelease, a.scriptKeys(a.k.receipt(id)),
-		a.scriptArgs(pub, a.permits, a.holder, ms(receiptTTL), abort, a.c.id)...))
+	rep, err := decodeRelease(a.c.run(ctx, scriptSemRelease, script.Args(a.scriptKeys(a.k.receipt(id)),
+		a.scriptArgs(pub, a.permits, a.holder, ms(receiptTTL), abort, a.c.id)...)))
 	a.c.handOver(a.Semaphore, a.channel(""), rep, err)
 	return rep, err
 }

@@ -13,9 +13,9 @@ import (
 // their SHAs, or that SCRIPT is refused. The users of one go-redis client
 // share it ([Attach]).
 type Cache struct {
-	shas    []atomic.Pointer[string] // by script idx
-	refusal atomic.Pointer[error]    // SCRIPT LOAD's error reply, once refused
-	refs    int                      // users, under caches.mu
+	shas    []atomic.Pointer[shaOf] // by script idx
+	refusal atomic.Pointer[error]   // SCRIPT LOAD's error reply, once refused
+	refs    int                     // users, under caches.mu
 }
 
 // SHA returns s's SHA, or "" when the script must be sent with its body
@@ -25,9 +25,28 @@ func (c *Cache) SHA(s *Script) string {
 		return ""
 	}
 	if p := c.shas[s.idx].Load(); p != nil {
-		return *p
+		return p.sha
 	}
 	return ""
+}
+
+// shaOf is a script's SHA, also as the interface value a command's
+// arguments hold (boxed once, not on every call).
+type shaOf struct {
+	sha string
+	arg any
+}
+
+// shaArg returns s's SHA as a command argument, or nil when the script
+// must be sent with its body (as SHA returns "").
+func (c *Cache) shaArg(s *Script) any {
+	if c == nil || c.refusal.Load() != nil || s.idx >= len(c.shas) {
+		return nil
+	}
+	if p := c.shas[s.idx].Load(); p != nil {
+		return p.arg
+	}
+	return nil
 }
 
 // Refused returns the error reply with which the server refused SCRIPT
@@ -68,7 +87,7 @@ func (c *Cache) Load(ctx context.Context, rdb redis.UniversalClient, refusal fun
 		sha, err := cmd.Result()
 		switch {
 		case err == nil && isSHA(sha):
-			c.shas[i].Store(&sha)
+			c.shas[i].Store(&shaOf{sha: sha, arg: sha})
 		case refusal(err):
 			c.refusal.CompareAndSwap(nil, &err)
 			return c.Refused()
@@ -104,7 +123,7 @@ func Attach(rdb redis.Scripter) *Cache {
 	defer caches.mu.Unlock()
 	c, ok := lookup(rdb)
 	if !ok {
-		c = &Cache{shas: make([]atomic.Pointer[string], len(all))}
+		c = &Cache{shas: make([]atomic.Pointer[shaOf], len(all))}
 		caches.m.Store(rdb, c)
 	}
 	c.refs++

@@ -16,6 +16,7 @@ var files embed.FS
 type Script struct {
 	name string
 	src  string
+	body any // src as a command argument
 	idx  int // its slot in a Cache
 }
 
@@ -45,6 +46,7 @@ func Register(name string, libs ...string) *Script {
 		parsed[i] = libCache[l]
 	}
 	s := &Script{name: name, src: link(parsed, read(name)), idx: len(all)}
+	s.body = s.src
 	all = append(all, s)
 	return s
 }
@@ -64,30 +66,61 @@ func (s *Script) Body() string { return s.src }
 
 // Run executes the script on rdb, a go-redis client: EVALSHA with the SHA
 // its server gave, else (or on NOSCRIPT) EVAL.
-func (s *Script) Run(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	sha := cacheOf(rdb).SHA(s)
-	if sha == "" {
-		return rdb.Eval(ctx, s.src, keys, args...)
-	}
-	cmd := rdb.EvalSha(ctx, sha, keys, args...)
-	if IsNoScript(cmd.Err()) {
-		return rdb.Eval(ctx, s.src, keys, args...)
+func (s *Script) Run(ctx context.Context, rdb Runner, keys []string, args ...any) *redis.Cmd {
+	return s.RunArgv(ctx, rdb, Args(keys, args...))
+}
+
+// RunArgv is Run with the call's arguments laid out already.
+func (s *Script) RunArgv(ctx context.Context, rdb Runner, a Argv) *redis.Cmd {
+	sha := cacheOf(rdb).shaArg(s)
+	cmd := s.command(ctx, sha, a)
+	_ = rdb.Process(ctx, cmd)
+	if sha != nil && IsNoScript(cmd.Err()) {
+		cmd = s.command(ctx, nil, a.clone())
+		_ = rdb.Process(ctx, cmd)
 	}
 	return cmd
 }
 
 // EvalSha queues the script on pipe (a pipeline made by [Pipeline]):
 // EVALSHA when the SHA is known, else EVAL. The caller deals with NOSCRIPT.
-func (s *Script) EvalSha(ctx context.Context, pipe redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	if sha := cacheOf(pipe).SHA(s); sha != "" {
-		return pipe.EvalSha(ctx, sha, keys, args...)
-	}
-	return pipe.Eval(ctx, s.src, keys, args...)
+func (s *Script) EvalSha(ctx context.Context, pipe Runner, keys []string, args ...any) *redis.Cmd {
+	return s.QueueArgv(ctx, pipe, Args(keys, args...))
+}
+
+// QueueArgv is EvalSha with the call's arguments laid out already.
+func (s *Script) QueueArgv(ctx context.Context, pipe Runner, a Argv) *redis.Cmd {
+	cmd := s.command(ctx, cacheOf(pipe).shaArg(s), a)
+	_ = pipe.Process(ctx, cmd)
+	return cmd
 }
 
 // Eval sends (or queues) the script with its body.
-func (s *Script) Eval(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	return rdb.Eval(ctx, s.src, keys, args...)
+func (s *Script) Eval(ctx context.Context, rdb Runner, keys []string, args ...any) *redis.Cmd {
+	return s.EvalArgv(ctx, rdb, Args(keys, args...))
+}
+
+// EvalArgv sends (or queues) the script with its body, with a copy of a
+// (a's command may have been sent already, by EVALSHA).
+func (s *Script) EvalArgv(ctx context.Context, rdb Runner, a Argv) *redis.Cmd {
+	cmd := s.command(ctx, nil, a.clone())
+	_ = rdb.Process(ctx, cmd)
+	return cmd
+}
+
+// command is the command that runs s with a: EVALSHA sha, or EVAL with
+// the body when sha is nil. It fills a's first two slots.
+func (s *Script) command(ctx context.Context, sha any, a Argv) *redis.Cmd {
+	if sha != nil {
+		a[0], a[1] = "evalsha", sha
+	} else {
+		a[0], a[1] = "eval", s.body
+	}
+	cmd := redis.NewCmd(ctx, a...)
+	if a[2] != 0 {
+		cmd.SetFirstKeyPos(3) // a Cluster client sends it to the first key's node
+	}
+	return cmd
 }
 
 // Of returns the script cmd runs, when cmd was queued with the body (on a
