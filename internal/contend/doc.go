@@ -119,7 +119,9 @@
 // interleaved in blocks:
 // operations per second, the ratio to the bare lock, allocations, commands
 // and Redis CPU per operation (the CPU includes the harness's two INFO
-// reads per block of 25 operations per goroutine). Three floor rows run
+// reads per block of 25 operations per goroutine), and the client's CPU
+// per operation (getrusage of the process: with one goroutine it includes
+// the runtime spinning while it waits for Redis). Three floor rows run
 // beside them: a lock of two one-command scripts (floor-scripts: what
 // calling a script costs), the ten commands Mutex's uncontended Lock and
 // Unlock run in Redis, in two scripts with no logic (floor-commands: what
