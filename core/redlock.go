@@ -341,7 +341,7 @@ func (a *redlockAttempt) acquireNode(ctx context.Context, i int, t try, round st
 	nt := t
 	nt.id = round
 	v, acked, err := c.evalWrite(ctx, scriptRedlockAcquire, script.Args([]string{m.k.lock, m.k.fence, m.k.receipt(round)},
-		t.owner, ms(t.lease), ms(fenceTTL), nt.recordTTL(), boolArg(t.watchdog), t.replayArg()))
+		t.owner, ms(t.lease), argFenceTTL, nt.recordTTL(), boolAny(t.watchdog), t.replayArg()))
 	if err != nil {
 		return nodeReply{err: err}
 	}

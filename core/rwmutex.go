@@ -162,8 +162,8 @@ func (r rwRead) acquire(ctx context.Context, t try) (acquireReply, error) {
 		return acquireReply{}, err
 	}
 	return r.c.acquireScript(ctx, r, t, scriptRWReadAcquire, script.Args(r.lineKeys(t.id),
-		t.owner, ms(t.lease), ms(fenceTTL), t.recordTTL(), t.finalArg(), t.replayArg(), boolArg(t.watchdog),
-		ms(writeIntentTTL), pub, t.id, r.c.id, ms(defaultClaimLease), ms(receiptTTL), t.seq))
+		t.owner, ms(t.lease), argFenceTTL, t.recordTTL(), t.finalArg(), t.replayArg(), boolAny(t.watchdog),
+		ms(writeIntentTTL), pubAny(pub), t.id, r.c.idArg, argClaimLease, argReceiptTTL, t.seq))
 }
 
 func (r rwRead) abort(ctx context.Context, t try) error {
@@ -192,8 +192,8 @@ func (r rwRead) releaseAs(ctx context.Context, rel releaseArgs, abort string) (r
 	}
 	rep, err := decodeRelease(r.c.run(ctx, scriptRWReadRelease, script.Args(
 		[]string{r.readers, r.counts, r.k.receipt(rel.id), r.k.lock, r.intents, r.k.fence, r.queue, r.deadlines, r.standing, r.chPrefix},
-		rel.owner, ms(rel.wdLease), pub, ms(rel.keep), abort, tokenArg(rel.token), boolArg(rel.watchdog),
-		ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL), r.c.id)))
+		rel.owner, ms(rel.wdLease), pubAny(pub), ms(rel.keep), abort, tokenArg(rel.token), boolAny(rel.watchdog),
+		argFenceTTL, argClaimLease, argReceiptTTL, r.c.idArg)))
 	r.c.handOver(r.RWMutex, r.channel(""), rep, err)
 	return rep, err
 }
@@ -222,8 +222,8 @@ func (w rwWrite) acquire(ctx context.Context, t try) (acquireReply, error) {
 		join = "1"
 	}
 	return w.c.acquireScript(ctx, w, t, scriptRWWriteAcquire, script.Args(w.lineKeys(t.id),
-		t.owner, ms(t.lease), ms(fenceTTL), ms(writeIntentTTL), join, t.recordTTL(), boolArg(t.watchdog), t.replayArg(),
-		pub, t.id, w.c.id, ms(defaultClaimLease), ms(receiptTTL), t.seq))
+		t.owner, ms(t.lease), argFenceTTL, ms(writeIntentTTL), join, t.recordTTL(), boolAny(t.watchdog), t.replayArg(),
+		pubAny(pub), t.id, w.c.idArg, argClaimLease, argReceiptTTL, t.seq))
 }
 
 // abort resolves the acquisition (a hold it won is given back, a late copy
@@ -256,8 +256,8 @@ func (w rwWrite) releaseAs(ctx context.Context, r releaseArgs, abort string) (re
 	}
 	rep, err := decodeRelease(w.c.run(ctx, scriptRWWriteRelease, script.Args(
 		[]string{w.k.lock, w.intents, w.k.receipt(r.id), w.readers, w.counts, w.k.fence, w.queue, w.deadlines, w.standing, w.chPrefix},
-		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog),
-		ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL), w.c.id)))
+		r.owner, ms(r.wdLease), pubAny(pub), ms(r.keep), abort, tokenArg(r.token), boolAny(r.watchdog),
+		argFenceTTL, argClaimLease, argReceiptTTL, w.c.idArg)))
 	w.c.handOver(w.RWMutex, w.channel(""), rep, err)
 	return rep, err
 }
@@ -283,7 +283,7 @@ func (rw *RWMutex) lineKeys(id string) []string {
 
 func (rw *RWMutex) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
 	return scriptRWKeep.Run(ctx, rw.c.rdb, rw.lineKeys(""),
-		append([]any{pub, ms(ttl), ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL)}, places...)...)
+		append([]any{pub, ms(ttl), argFenceTTL, argClaimLease, argReceiptTTL}, places...)...)
 }
 
 // leave takes the waiter of attempt id (member in line) out of the line.
@@ -293,5 +293,5 @@ func (rw *RWMutex) leave(ctx context.Context, member, id string) error {
 		return err
 	}
 	return rw.c.leftLine(rw, scriptRWLeave.Run(ctx, rw.c.rdb, rw.lineKeys(id), member, pub, id,
-		ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL)))
+		argFenceTTL, argClaimLease, argReceiptTTL))
 }

@@ -232,7 +232,7 @@ func (s *Semaphore) scriptKeys(own ...string) []string {
 // count for sem_set_permits), the fence TTL, the claim window and a grant
 // record's shortest life, then the script's own.
 func (s *Semaphore) scriptArgs(pub string, permits int, own ...any) []any {
-	return append([]any{pub, permits, ms(fenceTTL), ms(defaultClaimLease), ms(receiptTTL)}, own...)
+	return append([]any{pubAny(pub), permits, argFenceTTL, argClaimLease, argReceiptTTL}, own...)
 }
 
 func (s *Semaphore) keepCall(ctx context.Context, pub string, ttl time.Duration, places []any) *redis.Cmd {
@@ -246,7 +246,7 @@ func (a semAttempt) acquire(ctx context.Context, t try) (acquireReply, error) {
 	}
 	v, acked, err := a.c.evalWrite(ctx, scriptSemAcquire, script.Args(a.scriptKeys(a.k.receipt(t.id)),
 		a.scriptArgs(pub, a.permits, t.id, ms(t.lease), a.n, t.recordTTL(), t.finalArg(), t.replayArg(),
-			ms(DefaultFairWaiterTimeout), boolArg(t.watchdog), a.c.id, t.owner, t.seq)...))
+			argWaiterTimeout, boolAny(t.watchdog), a.c.idArg, t.owner, t.seq)...))
 	if err != nil {
 		return acquireReply{}, err
 	}
@@ -300,7 +300,7 @@ func (a semAttempt) releaseAs(ctx context.Context, id, abort string) (releaseRep
 		return releaseReply{}, err
 	}
 	rep, err := decodeRelease(a.c.run(ctx, scriptSemRelease, script.Args(a.scriptKeys(a.k.receipt(id)),
-		a.scriptArgs(pub, a.permits, a.holder, ms(receiptTTL), abort, a.c.id)...)))
+		a.scriptArgs(pub, a.permits, a.holder, argReceiptTTL, abort, a.c.idArg)...)))
 	a.c.handOver(a.Semaphore, a.channel(""), rep, err)
 	return rep, err
 }
