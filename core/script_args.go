@@ -7,10 +7,11 @@ import (
 )
 
 // A script call's arguments are interface values (script.Argv), and making
-// a string or a number one costs an allocation. The Mutex and FairMutex
-// calls that every Lock and Unlock sends box the values that do not change
-// from call to call once: the fixed ones here, a lock's keys and settings
-// when the lock handle is made (fairArgs), the Client's id in New.
+// a string or a number one costs an allocation. The calls every Lock and
+// Unlock sends box the values that do not change from call to call once:
+// the fixed ones here, the Client's id and its most sent durations in New
+// (durArgs), and for a Mutex or FairMutex the lock's keys and settings when
+// its handle is made (fairArgs).
 var (
 	argFalse, argTrue       any = "0", "1"
 	argPublish, argSPublish any = "publish", "spublish"
@@ -85,7 +86,7 @@ func newFairArgs(f *FairMutex) fairArgs {
 	return a
 }
 
-// fairAcquireArgv lays out fair_acquire.lua's keys and arguments.
+// acquireArgv lays out fair_acquire.lua's keys and arguments.
 func (a fairAttempt) acquireArgv(t try, pub string) script.Argv {
 	f, d := &a.args, &a.c.durArgs
 	return append(script.NewArgv(7, 21),
