@@ -129,14 +129,6 @@ func receiptFor(lease, wd time.Duration) time.Duration {
 // tokenArg is a fencing token as a script argument.
 func tokenArg(t uint64) string { return strconv.FormatUint(t, 10) }
 
-// boolArg is a flag as a script argument.
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
 // try is what one acquisition sends with each attempt.
 type try struct {
 	owner string
@@ -170,7 +162,7 @@ func (t try) abortRelease() releaseArgs {
 func (t try) recordTTL() string { return ms(max(t.lease, receiptTTL)) }
 
 // finalArg is the script argument of t.final.
-func (t try) finalArg() string { return boolArg(t.final) }
+func (t try) finalArg() any { return boolAny(t.final) }
 
 // replayArg is the script argument of t.replay.
 func (t try) replayArg() string { return ms(max(t.replay, time.Millisecond)) }

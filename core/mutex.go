@@ -106,5 +106,5 @@ func (m *Mutex) releaseAs(ctx context.Context, r releaseArgs, abort string) (rel
 		return releaseReply{}, err
 	}
 	return decodeRelease(m.c.run(ctx, scriptMutexRelease, script.Args([]string{m.k.lock, m.k.receipt(r.id), m.k.ch},
-		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolArg(r.watchdog))))
+		r.owner, ms(r.wdLease), pub, ms(r.keep), abort, tokenArg(r.token), boolAny(r.watchdog))))
 }

@@ -22,7 +22,7 @@ var (
 	argClaimLease           any = ms(defaultClaimLease)
 )
 
-// boolAny is a flag as a script argument (boolArg, boxed).
+// boolAny is a flag as a script argument: "1" or "0", boxed once.
 func boolAny(b bool) any {
 	if b {
 		return argTrue
