@@ -212,6 +212,15 @@ func TestFairGrantToAGoneClientWithManyWaitersPassesOn(t *testing.T) {
 	checkGoneGrantee(t, "dm", 30*time.Second, 40, 4)
 }
 
+// A gone Client with hundreds of waiters at the head of the line (a
+// crashed service's requests, queued on one hot key) holds it up for one
+// claim window too: the first grant cuts all their places, not only those
+// one read of the line takes in.
+func TestFairGrantToAGoneClientWithHundredsOfWaitersPassesOn(t *testing.T) {
+	t.Parallel()
+	checkGoneGrantee(t, "dh", 30*time.Second, 600, 4)
+}
+
 // checkGoneGrantee puts waiters waiters of one Client first in line of a
 // fair lock with a 300ms claim window, cuts that Client off, releases the
 // lock (granting it to the cut-off Client's first waiter; waking it, when

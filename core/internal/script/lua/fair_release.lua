@@ -96,29 +96,36 @@ local function grant_next(head, after)
     else
       dl = redis.call('zscore', KEYS[3], head)
     end
-    local live = dl and tonumber(dl) > now
+    if not (dl and tonumber(dl) > now) then
+      -- Gone: evict it and the dead places right behind it at once (a
+      -- gone Client's, cut to a claim window together), and look at the
+      -- first live one.
+      head, dl = evict_dead(KEYS[2], KEYS[3], KEYS[7], now)
+      after = nil
+      if not head then
+        break
+      end
+    end
     -- ast: the standing value of after, read with head's in one HMGET
     -- (nil: not read; notify_head reads it then).
-    local id, wl, tag, ast
-    if live then
-      local st
-      if after then
-        st, ast = unpack(redis.call('hmget', KEYS[7], head, after))
-      else
-        st = redis.call('hget', KEYS[7], head)
+    local st, ast
+    if after then
+      st, ast = unpack(redis.call('hmget', KEYS[7], head, after))
+    else
+      st = redis.call('hget', KEYS[7], head)
+    end
+    local id, wl, tag
+    if st then
+      id, wl, tag = standing_parse(st)
+    end
+    if not (id and wl) then
+      redis.call('del', KEYS[1])
+      wake_waiter(KEYS[7], KEYS[5], head, ARGV[3])
+      line.woke = wake_cut(KEYS[3], head, tonumber(dl), now, tonumber(ARGV[9]))
+      if tag then
+        wake_cut_client(KEYS[2], KEYS[3], KEYS[7], {[tag] = true}, now, tonumber(ARGV[9]))
       end
-      if st then
-        id, wl, tag = standing_parse(st)
-      end
-      if not (id and wl) then
-        redis.call('del', KEYS[1])
-        wake_waiter(KEYS[7], KEYS[5], head, ARGV[3])
-        line.woke = wake_cut(KEYS[3], head, tonumber(dl), now, tonumber(ARGV[9]))
-        if tag then
-          wake_cut_client(KEYS[2], KEYS[3], KEYS[7], {[tag] = true}, now, tonumber(ARGV[9]))
-        end
-        return
-      end
+      return
     end
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], head)
@@ -126,8 +133,8 @@ local function grant_next(head, after)
     -- The standing attempt wins the hold unless it already has a record
     -- (it is over: it gave up, and its leave has not landed yet); a token
     -- drawn for it then goes unused.
-    local token = live and fence_next(KEYS[6], ARGV[8], t)
-    if token and redis.call('set', KEYS[1] .. ':rel:' .. id, 'A1:' .. token, 'px',
+    local token = fence_next(KEYS[6], ARGV[8], t)
+    if redis.call('set', KEYS[1] .. ':rel:' .. id, 'A1:' .. token, 'px',
         string.format('%d', math.max(tonumber(wl), tonumber(ARGV[10]))), 'nx') then
       local lease = math.min(tonumber(wl), tonumber(ARGV[9]))
       redis.call('del', KEYS[1])

@@ -146,8 +146,9 @@ local function rw_admit(r, now, self)
     cut_woken(r, now) -- after notify_head, which reads a cut head place as its own earlier work
     return v
   end
-  for _, m in ipairs(redis.call('lrange', r.queue, 0, rw_scan - 1)) do
-    local dl = redis.call('zscore', r.deadlines, m)
+  local line, first_dl = line_front(r.queue, r.deadlines, r.standing, rw_scan, now, r.intents)
+  for i, m in ipairs(line) do
+    local dl = (i == 1 and first_dl) or redis.call('zscore', r.deadlines, m)
     local st = redis.call('hget', r.standing, m)
     local id, wl, tag
     if st then

@@ -135,11 +135,15 @@ local function sem_admit(s, now, self)
   end
   local took = false
   local granted, claim = {}, 0 -- the grantees' Client tags, their claim window
-  for _, m in ipairs(redis.call('lrange', s.queue, 0, admit_scan - 1)) do
+  local line, first_dl, evicted = line_front(s.queue, s.deadlines, s.standing, admit_scan, now)
+  if evicted then
+    whole = #line < admit_scan or redis.call('llen', s.queue) <= admit_scan
+  end
+  for i, m in ipairs(line) do
     if free <= 0 then
       break
     end
-    local dl = redis.call('zscore', s.deadlines, m)
+    local dl = (i == 1 and first_dl) or redis.call('zscore', s.deadlines, m)
     local st = redis.call('hget', s.standing, m)
     local id, wl, tag, n, owner
     if st then
