@@ -221,6 +221,13 @@ func TestFairGrantToAGoneClientWithHundredsOfWaitersPassesOn(t *testing.T) {
 	checkGoneGrantee(t, "dh", 30*time.Second, 600, 4)
 }
 
+// So are a gone Client's hundreds of waiters with a fixed lease: the
+// release that wakes the first cuts the places of all of them at the head.
+func TestFairWokenWaitersOfAGoneClientWithHundredsPassOn(t *testing.T) {
+	t.Parallel()
+	checkGoneGrantee(t, "wh", 30*time.Second, 600, 4, core.LeaseTime(5*time.Second))
+}
+
 // checkGoneGrantee puts waiters waiters of one Client first in line of a
 // fair lock with a 300ms claim window, cuts that Client off, releases the
 // lock (granting it to the cut-off Client's first waiter; waking it, when

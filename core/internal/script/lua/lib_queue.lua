@@ -181,11 +181,12 @@ local function release_reply(n, st)
   return n
 end
 
--- notify_cap bounds how many places of the granted Clients at the head of
--- the line one notify_head cuts: the requests of a crashed service queued
--- on one hot key, all at the head, are cut at once (a grant that cuts a
--- thousand places runs about 2.5 ms). It reads notify_reach places first,
--- then four times as many each time, up to notify_read at once.
+-- notify_cap bounds how many places of the granted (or woken) Clients at
+-- the head of the line one grant (notify_head) or wake-up
+-- (wake_cut_client) cuts: the requests of a crashed service queued on one
+-- hot key, all at the head, are cut at once (a grant that cuts a thousand
+-- places runs about 2.5 ms). They are read notify_reach at first, then
+-- four times as many each time, up to notify_read at once (walk_line).
 local notify_cap = 1024
 local notify_read = 256
 
@@ -211,6 +212,33 @@ local function place_cuts(deadlines, at)
     end
   end
   return cut, write
+end
+
+-- walk_line calls visit(member, st, dl) for the places of the line
+-- (queue) in order from the 0-based index from, while it returns true:
+-- member's standing value st and deadline dl (false: none). It reads
+-- notify_reach places first, then four times as many each time, up to
+-- notify_read at once, and stops reading once it has read notify_cap.
+local function walk_line(queue, standing, deadlines, from, visit)
+  local read, n = notify_reach, 0
+  while n < notify_cap do
+    local members = redis.call('lrange', queue, from + n, from + n + read - 1)
+    if #members == 0 then
+      return
+    end
+    local sts = redis.call('hmget', standing, unpack(members))
+    local dls = redis.call('zmscore', deadlines, unpack(members))
+    for j = 1, #members do
+      if not visit(members[j], sts[j], dls[j]) then
+        return
+      end
+    end
+    if #members < read then
+      return
+    end
+    n = n + read
+    read = math.min(read * 4, notify_read)
+  end
 end
 
 -- tell_when tells the waiter standing as st (attempt id, channel tag) to
@@ -276,38 +304,16 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
   if dl1 and dl1 <= now + ms then
     return
   end
-  -- Else read the rest of the reach at once (the common case, another
-  -- Client's waiter first, read one above), and go down the line from the
-  -- head, cutting the granted Clients' places, until the first waiter of
-  -- another Client, told if a place ahead of it was cut.
-  local members = redis.call('lrange', queue, 0, notify_reach - 1)
-  local sts = redis.call('hmget', standing, unpack(members))
-  local dls = redis.call('zmscore', deadlines, unpack(members))
+  -- Else go down the line from the head (the common case, another
+  -- Client's waiter first, was read above), cutting the granted Clients'
+  -- places, until the first waiter of another Client, told if a place
+  -- ahead of it was cut.
   local cut_place, write_cuts = place_cuts(deadlines, now + ms)
   local cut = false
-  -- read: how many places the last read asked for; full: it got them all
-  -- (the line may go on).
-  local read, full = notify_reach, #members == notify_reach
-  local i = 1
-  while true do
-    local st = sts[i]
-    if st == nil and i == #members + 1 and full and i <= notify_cap then
-      -- Every place read so far waits on a granted Client: read on.
-      read = math.min(read * 4, notify_read)
-      local more = redis.call('lrange', queue, i - 1, i + read - 2)
-      full = #more == read
-      if #more > 0 then
-        local msts = redis.call('hmget', standing, unpack(more))
-        local mdls = redis.call('zmscore', deadlines, unpack(more))
-        for j = 1, #more do
-          members[i + j - 1], sts[i + j - 1], dls[i + j - 1] = more[j], msts[j], mdls[j]
-        end
-        st = sts[i]
-      end
-    end
+  walk_line(queue, standing, deadlines, 0, function(m, st, dl)
     local mid, mtag = standing_told(st)
     if not mid then
-      break
+      return false
     end
     if not tags[mtag] then
       -- Behind places cut by an earlier grant only: that grant told this
@@ -315,13 +321,13 @@ local function notify_head(queue, deadlines, standing, ch_prefix, tags, ms, now,
       if cut then
         tell_when(ch_prefix, st, mid, mtag, ms, now, publish)
       end
-      break
+      return false
     end
-    if cut_place(members[i], dls[i]) then
+    if cut_place(m, dl) then
       cut = true
     end
-    i = i + 1
-  end
+    return true
+  end)
   write_cuts()
 end
 
@@ -396,25 +402,31 @@ end
 
 -- wake_cut_client cuts, as wake_cut does, the places of the waiters of the
 -- Clients (a set of channel tags) one of whose waiters was just woken to
--- take the free lock itself, among the first notify_reach + 1 in line: a
--- Client that is gone is gone with all its waiters, which would otherwise
--- hold the line up for one claim window each as they come to the head —
--- also those that stood behind another Client's waiter, which was served
--- or left meanwhile. A Client that lives renews its places before the
--- window ends (it does soon after one of its waiters is woken:
--- core/wait_woken.go).
+-- take the free lock itself, among the first notify_reach + 1 in line, and
+-- when their places fill all of those, the rest of that run (up to
+-- notify_cap): a Client that is gone is gone with all its waiters, which
+-- would otherwise hold the line up for one claim window each as they come
+-- to the head — also those that stood behind another Client's waiter,
+-- which was served or left meanwhile. A Client that lives renews its
+-- places before the window ends (it does soon after one of its waiters is
+-- woken: core/wait_woken.go).
 local function wake_cut_client(queue, deadlines, standing, tags, now, ms)
   local members = redis.call('lrange', queue, 0, notify_reach)
   if #members < 2 then
     return
   end
   local sts = redis.call('hmget', standing, unpack(members))
-  local theirs = {}
+  -- theirs: their places among those read; run: how many of those read,
+  -- from the head, are all theirs.
+  local theirs, run = {}, 0
   for i = 1, #members do
     if sts[i] then
       local _, _, mtag = standing_parse(sts[i])
       if mtag and tags[mtag] then
         theirs[#theirs + 1] = members[i]
+        if run == i - 1 then
+          run = i
+        end
       end
     end
   end
@@ -423,8 +435,26 @@ local function wake_cut_client(queue, deadlines, standing, tags, now, ms)
   end
   local dls = redis.call('zmscore', deadlines, unpack(theirs))
   local cut_place, write_cuts = place_cuts(deadlines, now + ms)
+  local last = false
   for i = 1, #theirs do
-    cut_place(theirs[i], dls[i])
+    last = cut_place(theirs[i], dls[i])
+  end
+  -- Their places fill every place read, the last cut just now: a longer
+  -- run of them at the head (a gone Client's queued requests) is cut on,
+  -- as a grant cuts it (walk_line). A run an earlier wake-up cut already
+  -- is not read again.
+  if run == notify_reach + 1 and last then
+    walk_line(queue, standing, deadlines, run, function(m, st, dl)
+      if not st then
+        return false
+      end
+      local _, _, mtag = standing_parse(st)
+      if not (mtag and tags[mtag]) then
+        return false
+      end
+      cut_place(m, dl)
+      return true
+    end)
   end
   write_cuts()
 end
