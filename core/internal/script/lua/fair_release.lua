@@ -82,6 +82,15 @@ if not head then
 end
 -- @helpers: the definitions only a handoff needs are linked here.
 local line = {ch = KEYS[5], publish = ARGV[3], self = ARGV[11]}
+-- read_pair reads head's value of key, and after's too when after is
+-- known, in one command: many (ZMSCORE, HMGET) of both, or one (ZSCORE,
+-- HGET) of head's.
+local function read_pair(many, one, key, head, after)
+  if after then
+    return unpack(redis.call(many, key, head, after))
+  end
+  return redis.call(one, key, head)
+end
 -- after is the waiter behind head in line (false: none), or nil when that
 -- is not known.
 local function grant_next(head, after)
@@ -90,12 +99,7 @@ local function grant_next(head, after)
   while head do
     -- adl: after's deadline, read with head's in one ZMSCORE (nil: not
     -- read; notify_head reads it then).
-    local dl, adl
-    if after then
-      dl, adl = unpack(redis.call('zmscore', KEYS[3], head, after))
-    else
-      dl = redis.call('zscore', KEYS[3], head)
-    end
+    local dl, adl = read_pair('zmscore', 'zscore', KEYS[3], head, after)
     if not (dl and tonumber(dl) > now) then
       -- Gone: evict it and the dead places right behind it at once (a
       -- gone Client's, cut to a claim window together), and look at the
@@ -108,12 +112,7 @@ local function grant_next(head, after)
     end
     -- ast: the standing value of after, read with head's in one HMGET
     -- (nil: not read; notify_head reads it then).
-    local st, ast
-    if after then
-      st, ast = unpack(redis.call('hmget', KEYS[7], head, after))
-    else
-      st = redis.call('hget', KEYS[7], head)
-    end
+    local st, ast = read_pair('hmget', 'hget', KEYS[7], head, after)
     local id, wl, tag
     if st then
       id, wl, tag = standing_parse(st)
