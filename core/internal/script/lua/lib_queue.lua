@@ -495,9 +495,9 @@ local evict_read = 128
 -- — from the zset also too, if given (an RW lock's write intents) — and
 -- returns the first live waiter and its deadline, or nil when the line is
 -- empty. A live head costs two reads. Dead places (a gone Client's, a
--- thousand of them, cut to one claim window together by notify_head) go
--- evict_read at a time: five commands for each such run, not three a
--- place.
+-- thousand of them, cut to one claim window together by a grant or a
+-- wake-up) go evict_read at a time: five commands for each such run, not
+-- three a place.
 local function evict_dead(queue, deadlines, standing, now, also)
   local head = redis.call('lindex', queue, 0)
   while head do
