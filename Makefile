@@ -35,7 +35,7 @@ ENGINE := github.com/keylock/keylock/core github.com/keylock/keylock/middleware/
 # (KEYLOCK_TEST_PROXY=crossslot, see core/helpers_test.go; about 2 minutes).
 # TestMultiLockAllOrNothing is left out: it checks four locks with one
 # EXISTS of its own, which such a proxy refuses.
-PROXIED := ^Test(Mutex|FairLock|FairGrant|FairWaiter|RW|Semaphore|MultiLock|Watchdog|FixedLease|Loss|MixedLeases|DeadlinesKept|RenewNow|KeptPlace|Waiter(WokenByRelease|AcquiresWhenWakeUpIsLost)|ReleaseWakes|Extend)
+PROXIED := ^Test(Mutex|FairLock|FairGrant|FairWaiter|RW|Semaphore|MultiLock|Watchdog|FixedLease|Loss|MixedLeases|DeadlinesKept|RenewNow|KeptPlace|Waiter(WokenByRelease|AcquiresWhenWakeUpIsLost)|ReleaseWakes|Extend|LineGone)
 PROXIED_SKIP := ^TestMultiLockAllOrNothing$$
 
 test: redis chromium vet
